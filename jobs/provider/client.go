@@ -1,0 +1,238 @@
+// Package provider calls an OpenAI-compatible AI provider for the triage steps and classifies its failures.
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Teams are the teams classify may choose.
+var Teams = []string{"billing", "shipping", "technical", "account", "general"}
+
+// Config says where the provider is and how long to wait for it.
+type Config struct {
+	BaseURL    string        // e.g. https://api.openai.com; /v1/… is appended
+	APIKey     string        // sent as a bearer token when set
+	ChatModel  string        // default "gpt-4o-mini"
+	EmbedModel string        // default "text-embedding-3-small"
+	Timeout    time.Duration // per call; default 10s
+}
+
+// Client calls the provider. It is safe for concurrent use.
+type Client struct {
+	config Config
+	http   *http.Client
+}
+
+// New returns a client for the provider at config.BaseURL.
+func New(config Config) (*Client, error) {
+	if config.BaseURL == "" {
+		return nil, errors.New("provider: BaseURL is required")
+	}
+	config.BaseURL = strings.TrimRight(config.BaseURL, "/")
+	if config.ChatModel == "" {
+		config.ChatModel = "gpt-4o-mini"
+	}
+	if config.EmbedModel == "" {
+		config.EmbedModel = "text-embedding-3-small"
+	}
+	if config.Timeout <= 0 {
+		config.Timeout = 10 * time.Second
+	}
+	return &Client{config: config, http: &http.Client{}}, nil
+}
+
+// Ticket is what the provider is told about a ticket.
+type Ticket struct {
+	ID      string
+	Subject string
+	Body    string // the customer's messages, oldest first
+	Team    string // known once classify ran; helps the draft
+}
+
+func (t Ticket) prompt() string {
+	return "Subject: " + t.Subject + "\n\n" + t.Body
+}
+
+// Call describes one provider call, for the ai_runs record.
+type Call struct {
+	Model            string
+	Latency          time.Duration
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// Classification is classify's answer.
+type Classification struct {
+	Team     string `json:"team"`
+	Priority int    `json:"priority"`
+}
+
+const classifyPrompt = `You triage customer support tickets. Answer with a JSON object only: ` +
+	`{"team": one of "billing", "shipping", "technical", "account", "general"; ` +
+	`"priority": 1 (urgent) to 4 (low)}.`
+
+const draftPrompt = `You are a support agent. Write a short, polite reply to the customer's ticket ` +
+	`that the agent can edit and send. Do not promise refunds or dates. Plain text only.`
+
+// Classify asks for the ticket's team and priority.
+func (c *Client) Classify(ctx context.Context, t Ticket) (Classification, Call, error) {
+	content, call, err := c.chat(ctx, t, "classify", &ChatRequest{
+		Model:          c.config.ChatModel,
+		Messages:       []ChatMessage{{Role: "system", Content: classifyPrompt}, {Role: "user", Content: t.prompt()}},
+		ResponseFormat: &ResponseFormat{Type: "json_object"},
+		User:           t.ID,
+	})
+	if err != nil {
+		return Classification{}, call, err
+	}
+	var out Classification
+	if err := json.Unmarshal([]byte(content), &out); err != nil {
+		return Classification{}, call, invalidAnswer("classify answered no JSON object: %q", truncate(content, 80))
+	}
+	if !slices.Contains(Teams, out.Team) {
+		return Classification{}, call, invalidAnswer("classify chose unknown team %q", out.Team)
+	}
+	if out.Priority < 1 || out.Priority > 4 {
+		return Classification{}, call, invalidAnswer("classify chose priority %d, want 1 to 4", out.Priority)
+	}
+	return out, call, nil
+}
+
+// DraftReply asks for a suggested answer to the ticket.
+func (c *Client) DraftReply(ctx context.Context, t Ticket) (string, Call, error) {
+	user := t.prompt()
+	if t.Team != "" {
+		user = "Team: " + t.Team + "\n" + user
+	}
+	content, call, err := c.chat(ctx, t, "draft_reply", &ChatRequest{
+		Model:    c.config.ChatModel,
+		Messages: []ChatMessage{{Role: "system", Content: draftPrompt}, {Role: "user", Content: user}},
+		User:     t.ID,
+	})
+	if err != nil {
+		return "", call, err
+	}
+	if strings.TrimSpace(content) == "" {
+		return "", call, invalidAnswer("draft_reply answered an empty text")
+	}
+	return content, call, nil
+}
+
+// Embed asks for the ticket's vector.
+func (c *Client) Embed(ctx context.Context, t Ticket) ([]float32, Call, error) {
+	var resp EmbeddingResponse
+	call, err := c.post(ctx, t.ID, "embed", "/v1/embeddings",
+		&EmbeddingRequest{Model: c.config.EmbedModel, Input: t.prompt(), User: t.ID}, &resp)
+	if err != nil {
+		return nil, call, err
+	}
+	if resp.Model != "" {
+		call.Model = resp.Model
+	}
+	call.PromptTokens = resp.Usage.PromptTokens
+	if len(resp.Data) != 1 || len(resp.Data[0].Embedding) == 0 {
+		return nil, call, invalidAnswer("embed answered %d vectors, want one", len(resp.Data))
+	}
+	vec := resp.Data[0].Embedding
+	for _, x := range vec {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return nil, call, invalidAnswer("embed answered a vector with NaN or Inf")
+		}
+	}
+	return vec, call, nil
+}
+
+func (c *Client) chat(ctx context.Context, t Ticket, task string, req *ChatRequest) (string, Call, error) {
+	var resp ChatResponse
+	call, err := c.post(ctx, t.ID, task, "/v1/chat/completions", req, &resp)
+	if err != nil {
+		return "", call, err
+	}
+	if resp.Model != "" {
+		call.Model = resp.Model
+	}
+	call.PromptTokens, call.CompletionTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+	if len(resp.Choices) == 0 {
+		return "", call, invalidAnswer("%s answered no choices", task)
+	}
+	return resp.Choices[0].Message.Content, call, nil
+}
+
+// maxAnswerBytes bounds what we read of an answer; a 384-float embedding is
+// a few KiB, a 3072-float one under 64 KiB.
+const maxAnswerBytes = 4 << 20
+
+// post sends one JSON request and decodes a 2xx answer into out. Every
+// failure comes back as *Error, except the caller's own cancellation, which
+// is returned as is so that a shutdown is not mistaken for an outage.
+func (c *Client) post(ctx context.Context, ticketID, task, path string, in, out any) (Call, error) {
+	model := c.config.ChatModel
+	if task == "embed" {
+		model = c.config.EmbedModel
+	}
+	call := Call{Model: model}
+	body, err := json.Marshal(in)
+	if err != nil {
+		return call, fmt.Errorf("encode %s request: %w", task, err)
+	}
+
+	callCtx, cancel := context.WithTimeout(ctx, c.config.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.config.BaseURL+path, bytes.NewReader(body))
+	if err != nil {
+		return call, &Error{Kind: KindRejected, Msg: fmt.Sprintf("build request: %v", err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderTicket, ticketID)
+	req.Header.Set(HeaderTask, task)
+	if c.config.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.config.APIKey)
+	}
+
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	if err == nil {
+		defer resp.Body.Close()
+		var answer []byte
+		answer, err = io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+		call.Latency = time.Since(start)
+		if err == nil {
+			if resp.StatusCode < 200 || resp.StatusCode > 299 {
+				return call, statusError(resp, answer, time.Now())
+			}
+			if err := decodeJSON(answer, out); err != nil {
+				return call, invalidAnswer("%s answer is not the expected JSON: %v", task, err)
+			}
+			return call, nil
+		}
+	}
+	call.Latency = time.Since(start)
+	if ctx.Err() != nil {
+		return call, ctx.Err()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return call, &Error{Kind: KindTimeout, Msg: fmt.Sprintf("no answer to %s within %s", task, c.config.Timeout)}
+	}
+	return call, &Error{Kind: KindUnavailable, Msg: fmt.Sprintf("%s: %v", task, unwrapURLError(err))}
+}
+
+// unwrapURLError drops net/http's `Post "url": ` prefix, which repeats the
+// base URL in every dead letter.
+func unwrapURLError(err error) error {
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		return urlErr.Err
+	}
+	return err
+}

@@ -1,0 +1,323 @@
+// Package simulator serves the provider's OpenAI-compatible API deterministically, with faults switchable at run time.
+package simulator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"helpdesk/jobs/provider"
+)
+
+// Mode is how the simulator answers.
+type Mode string
+
+// The modes of the simulator.
+const (
+	ModeNormal  Mode = "normal"  // deterministic, useful answers
+	ModeOutage  Mode = "outage"  // 503 to everything
+	ModeQuota   Mode = "quota"   // QuotaCalls per QuotaWindow, then 429 with Retry-After
+	ModeSlow    Mode = "slow"    // answers after SlowDelay, past a client's timeout
+	ModeInvalid Mode = "invalid" // 200 with answers that cannot be used
+)
+
+// Settings are the simulator's switches.
+type Settings struct {
+	Mode        Mode     `json:"mode"`
+	QuotaCalls  int      `json:"quota_calls"`
+	QuotaWindow Duration `json:"quota_window"`
+	SlowDelay   Duration `json:"slow_delay"`
+}
+
+// DefaultSettings answer normally; quota and slow values apply once their
+// mode is chosen.
+func DefaultSettings() Settings {
+	return Settings{Mode: ModeNormal, QuotaCalls: 50, QuotaWindow: Duration(time.Minute), SlowDelay: Duration(30 * time.Second)}
+}
+
+func (s Settings) validate() error {
+	switch s.Mode {
+	case ModeNormal, ModeOutage, ModeQuota, ModeSlow, ModeInvalid:
+	default:
+		return fmt.Errorf("unknown mode %q: want normal, outage, quota, slow or invalid", s.Mode)
+	}
+	if s.QuotaCalls < 0 {
+		return fmt.Errorf("quota_calls %d: must be 0 or more", s.QuotaCalls)
+	}
+	if s.QuotaWindow <= 0 {
+		return fmt.Errorf("quota_window %s: must be positive", time.Duration(s.QuotaWindow))
+	}
+	if s.SlowDelay < 0 {
+		return fmt.Errorf("slow_delay %s: must not be negative", time.Duration(s.SlowDelay))
+	}
+	return nil
+}
+
+// Server is the simulated provider. Its zero value is not usable; call New.
+type Server struct {
+	mu          sync.Mutex
+	settings    Settings
+	windowStart time.Time
+	windowCalls int
+	calls       map[string]map[string]int // ticket → task → calls received
+	mux         *http.ServeMux
+}
+
+// New returns a simulator with the given settings.
+func New(settings Settings) (*Server, error) {
+	if err := settings.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{settings: settings, calls: map[string]map[string]int{}, mux: http.NewServeMux()}
+	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	s.mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
+	s.mux.HandleFunc("GET /admin/mode", s.handleGetMode)
+	s.mux.HandleFunc("PUT /admin/mode", s.handleSetMode)
+	s.mux.HandleFunc("GET /admin/calls", s.handleCalls)
+	return s, nil
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Set switches the simulator's settings; a new quota window starts.
+func (s *Server) Set(settings Settings) error {
+	if err := settings.validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settings = settings
+	s.windowStart, s.windowCalls = time.Time{}, 0
+	return nil
+}
+
+// SetMode switches only the mode.
+func (s *Server) SetMode(mode Mode) error {
+	settings := s.Settings()
+	settings.Mode = mode
+	return s.Set(settings)
+}
+
+// Settings returns the current settings.
+func (s *Server) Settings() Settings {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settings
+}
+
+// Calls returns how many calls the simulator received for a ticket, by task,
+// whatever it answered.
+func (s *Server) Calls(ticketID string) map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for task, n := range s.calls[ticketID] {
+		out[task] = n
+	}
+	return out
+}
+
+// TotalCalls returns how many calls the simulator received in all.
+func (s *Server) TotalCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := 0
+	for _, byTask := range s.calls {
+		for _, n := range byTask {
+			total += n
+		}
+	}
+	return total
+}
+
+// admit counts the call and says how to answer it: the mode, and for a
+// refused quota call the wait until the window reopens.
+func (s *Server) admit(r *http.Request) (Settings, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ticket, task := r.Header.Get(provider.HeaderTicket), r.Header.Get(provider.HeaderTask)
+	if s.calls[ticket] == nil {
+		s.calls[ticket] = map[string]int{}
+	}
+	s.calls[ticket][task]++
+
+	if s.settings.Mode != ModeQuota {
+		return s.settings, 0
+	}
+	now := time.Now()
+	window := time.Duration(s.settings.QuotaWindow)
+	if s.windowStart.IsZero() || now.Sub(s.windowStart) >= window {
+		s.windowStart, s.windowCalls = now, 0
+	}
+	if s.windowCalls >= s.settings.QuotaCalls {
+		return s.settings, s.windowStart.Add(window).Sub(now)
+	}
+	s.windowCalls++
+	return s.settings, 0
+}
+
+// fault answers the call if the mode says it must fail, and reports whether it did.
+func (s *Server) fault(w http.ResponseWriter, r *http.Request) (settings Settings, answered bool) {
+	settings, wait := s.admit(r)
+	switch settings.Mode {
+	case ModeOutage:
+		writeError(w, http.StatusServiceUnavailable, "the simulated provider is in outage mode", "server_error")
+		return settings, true
+	case ModeQuota:
+		if wait > 0 {
+			// RFC 9110 §10.2.3: delay-seconds, rounded up so a client that obeys it lands in the new window.
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			writeError(w, http.StatusTooManyRequests, "rate limit reached for requests", "rate_limit_exceeded")
+			return settings, true
+		}
+	case ModeSlow:
+		select {
+		case <-time.After(time.Duration(settings.SlowDelay)):
+		case <-r.Context().Done():
+			return settings, true
+		}
+	}
+	return settings, false
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	var req provider.ChatRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error(), "invalid_request_error")
+		return
+	}
+	if len(req.Messages) == 0 {
+		writeError(w, http.StatusBadRequest, "messages must not be empty", "invalid_request_error")
+		return
+	}
+	settings, answered := s.fault(w, r)
+	if answered {
+		return
+	}
+	subject, body, team := parsePrompt(lastUserMessage(req.Messages))
+	var content string
+	switch {
+	case settings.Mode == ModeInvalid && req.ResponseFormat != nil:
+		content = "I think this is probably about billing."
+	case settings.Mode == ModeInvalid:
+		content = ""
+	case req.ResponseFormat != nil && req.ResponseFormat.Type == "json_object":
+		c := Classify(subject + "\n" + body)
+		b, _ := json.Marshal(c)
+		content = string(b)
+	default:
+		if team == "" {
+			team = Classify(subject + "\n" + body).Team
+		}
+		content = Draft(subject, team)
+	}
+	writeJSON(w, http.StatusOK, provider.ChatResponse{
+		ID:      "chatcmpl-sim",
+		Object:  "chat.completion",
+		Model:   req.Model,
+		Choices: []provider.ChatChoice{{Message: provider.ChatMessage{Role: "assistant", Content: content}, FinishReason: "stop"}},
+		Usage:   usage(subject+" "+body, content),
+	})
+}
+
+func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
+	var req provider.EmbeddingRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error(), "invalid_request_error")
+		return
+	}
+	settings, answered := s.fault(w, r)
+	if answered {
+		return
+	}
+	resp := provider.EmbeddingResponse{Object: "list", Model: req.Model, Usage: usage(req.Input, "")}
+	if settings.Mode != ModeInvalid {
+		resp.Data = []provider.EmbeddingData{{Object: "embedding", Embedding: Embed(req.Input)}}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) handleGetMode(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Settings())
+}
+
+// handleSetMode takes a partial Settings: fields left out keep their value.
+func (s *Server) handleSetMode(w http.ResponseWriter, r *http.Request) {
+	settings := s.Settings()
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&settings); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid settings: "+err.Error(), "invalid_request_error")
+		return
+	}
+	if err := s.Set(settings); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err.Error(), "invalid_request_error")
+		return
+	}
+	writeJSON(w, http.StatusOK, settings)
+}
+
+func (s *Server) handleCalls(w http.ResponseWriter, r *http.Request) {
+	if ticket := r.URL.Query().Get("ticket"); ticket != "" {
+		writeJSON(w, http.StatusOK, map[string]any{"ticket": ticket, "calls": s.Calls(ticket)})
+		return
+	}
+	s.mu.Lock()
+	all := make(map[string]map[string]int, len(s.calls))
+	for ticket, byTask := range s.calls {
+		all[ticket] = map[string]int{}
+		for task, n := range byTask {
+			all[ticket][task] = n
+		}
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"total": s.TotalCalls(), "calls": all})
+}
+
+// Running is a simulator listening on a loopback port.
+type Running struct {
+	*Server
+	URL    string
+	server *http.Server
+}
+
+// Listen starts a simulator on addr (":0" style addresses pick a free port).
+func Listen(addr string, settings Settings) (*Running, error) {
+	sim, err := New(settings)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("simulator listen on %s: %w", addr, err)
+	}
+	server := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = server.Serve(ln) }()
+	return &Running{Server: sim, URL: "http://" + ln.Addr().String(), server: server}, nil
+}
+
+// Close stops listening and ends calls in progress.
+func (r *Running) Close() error {
+	if err := r.server.Close(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, message, typ string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(provider.ErrorBody(message, typ))
+}

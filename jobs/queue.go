@@ -1,0 +1,157 @@
+// Package jobs runs helpdesk's background work on River: triage of tickets, retries and dead letters.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"helpdesk/jobs/provider"
+	"helpdesk/store"
+)
+
+// Config is what the queue needs; zero durations and counts take the defaults.
+type Config struct {
+	Logger   *slog.Logger
+	Provider *provider.Client
+
+	TriageBackoff     Backoff // default base 2s, cap 60s
+	TriageMaxAttempts int     // default 5; then the job is a dead letter
+	Workers           int     // jobs worked at once by this process; default 10
+
+	// Knobs that tests and benchmarks turn; production keeps River's defaults.
+	FetchPollInterval    time.Duration
+	RescueStuckJobsAfter time.Duration
+	JobTimeout           time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.TriageBackoff.Base <= 0 {
+		c.TriageBackoff.Base = 2 * time.Second
+	}
+	if c.TriageBackoff.Cap <= 0 {
+		c.TriageBackoff.Cap = 60 * time.Second
+	}
+	if c.TriageMaxAttempts <= 0 {
+		c.TriageMaxAttempts = 5
+	}
+	if c.Workers <= 0 {
+		c.Workers = 10
+	}
+}
+
+// Queue is helpdesk's River client with its workers.
+type Queue struct {
+	Client *river.Client[pgx.Tx]
+
+	pool   *pgxpool.Pool
+	config Config
+	triage *TriageWorker
+}
+
+// New builds the queue. It works jobs only after Start.
+func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
+	config.setDefaults()
+	if config.Provider == nil {
+		return nil, errors.New("jobs: a provider client is required")
+	}
+	q := &Queue{pool: pool, config: config}
+	q.triage = &TriageWorker{pool: pool, provider: config.Provider, backoff: config.TriageBackoff, logger: config.Logger}
+
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, q.triage); err != nil {
+		return nil, fmt.Errorf("register triage worker: %w", err)
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Logger:               config.Logger,
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: config.Workers}},
+		Workers:              workers,
+		RetryPolicy:          config.TriageBackoff,
+		MaxAttempts:          config.TriageMaxAttempts,
+		FetchPollInterval:    config.FetchPollInterval,
+		FetchCooldown:        min(config.FetchPollInterval, river.FetchCooldownDefault),
+		RescueStuckJobsAfter: config.RescueStuckJobsAfter,
+		JobTimeout:           config.JobTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	q.Client = client
+	return q, nil
+}
+
+// Start starts fetching and working jobs.
+func (q *Queue) Start(ctx context.Context) error {
+	return q.Client.Start(ctx)
+}
+
+// Stop stops fetching new jobs and waits for running ones until ctx ends;
+// then it cancels what still runs, and River makes those jobs available
+// again without spending their attempt.
+func (q *Queue) Stop(ctx context.Context) error {
+	err := q.Client.Stop(ctx)
+	if err == nil {
+		return nil
+	}
+	q.config.Logger.Warn("grace period over; cancelling running jobs", slog.Any("error", err))
+	cancelCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Client.StopAndCancel(cancelCtx); err != nil {
+		return fmt.Errorf("stop queue: %w", err)
+	}
+	return nil
+}
+
+// OpenTicketParams are a new ticket and its first message.
+type OpenTicketParams struct {
+	CustomerID string
+	Subject    string
+	Body       string
+	Author     string // who wrote the first message; default the customer
+}
+
+// OpenTicket writes a ticket, its first message and its triage job in one
+// transaction: all of them exist afterwards, or none.
+func (q *Queue) OpenTicket(ctx context.Context, p *OpenTicketParams) (ticket *store.Ticket, jobID int64, err error) {
+	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		st := store.New(tx)
+		ticket, err = st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: p.CustomerID, Subject: p.Subject})
+		if err != nil {
+			return err
+		}
+		author := p.Author
+		if author == "" {
+			author = "customer:" + p.CustomerID
+		}
+		if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{
+			TicketID: ticket.ID, Direction: store.DirectionInbound, Author: author, Body: p.Body,
+		}); err != nil {
+			return err
+		}
+		jobID, err = q.EnqueueTriageTx(ctx, tx, ticket.ID)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("open ticket: %w", err)
+	}
+	return ticket, jobID, nil
+}
+
+// EnqueueTriageTx inserts a triage job for the ticket in the caller's transaction.
+func (q *Queue) EnqueueTriageTx(ctx context.Context, tx pgx.Tx, ticketID string) (int64, error) {
+	res, err := q.Client.InsertTx(ctx, tx, TriageArgs{TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts})
+	if err != nil {
+		return 0, fmt.Errorf("enqueue triage of %s: %w", ticketID, err)
+	}
+	return res.Job.ID, nil
+}

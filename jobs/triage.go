@@ -1,0 +1,251 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"helpdesk/jobs/provider"
+	"helpdesk/store"
+)
+
+// TriageArgs is the triage job of one ticket.
+type TriageArgs struct {
+	TicketID string `json:"ticket_id"`
+}
+
+// Kind is River's name for the job.
+func (TriageArgs) Kind() string { return "triage" }
+
+// The triage steps, in the order they run.
+const (
+	TaskClassify   = "classify"
+	TaskDraftReply = "draft_reply"
+	TaskEmbed      = "embed"
+)
+
+// TriageTasks are the steps of a triage job, in order.
+var TriageTasks = []string{TaskClassify, TaskDraftReply, TaskEmbed}
+
+// maxPromptBytes keeps a long conversation from growing every provider call
+// without bound; the newest text matters most, so the oldest is cut.
+const maxPromptBytes = 16 << 10
+
+// TriageWorker classifies a ticket, drafts a reply and embeds it. A job may
+// be delivered more than once (River rescues a job whose worker died), so:
+// it skips the steps the job has results for, saves each result under the
+// job's id with ON CONFLICT DO NOTHING in the same transaction as the ticket
+// update, and completes the job in the transaction of the last step.
+type TriageWorker struct {
+	river.WorkerDefaults[TriageArgs]
+
+	pool     *pgxpool.Pool
+	provider *provider.Client
+	backoff  Backoff
+	logger   *slog.Logger
+
+	// Test seams, nil in production: called after a step's provider call and
+	// after its save. Returning an error stops Work there, as a crash would.
+	afterCall func(task string) error
+	afterSave func(task string) error
+}
+
+// NextRetry spaces the attempts of a triage job that failed.
+func (w *TriageWorker) NextRetry(job *river.Job[TriageArgs]) time.Time {
+	return w.backoff.NextRetry(job.JobRow)
+}
+
+// stepResult is what a step saves: the ai_runs output and the ticket update.
+type stepResult struct {
+	output string
+	call   provider.Call
+	apply  func(ctx context.Context, st *store.Store, ticketID string) error
+}
+
+// Work runs the steps the job has no result for yet.
+func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) error {
+	st := store.New(w.pool)
+	ticket, err := st.GetTicket(ctx, job.Args.TicketID)
+	if errors.Is(err, store.ErrNotFound) {
+		return river.JobCancel(fmt.Errorf("TicketNotFound: ticket %s does not exist", job.Args.TicketID))
+	}
+	if err != nil {
+		return err
+	}
+	done, err := st.AIRunTasks(ctx, job.ID)
+	if err != nil {
+		return err
+	}
+	body, err := customerText(ctx, st, ticket.ID)
+	if err != nil {
+		return err
+	}
+	pt := provider.Ticket{ID: ticket.ID, Subject: ticket.Subject, Body: body}
+	if ticket.Team != nil {
+		pt.Team = *ticket.Team
+	}
+
+	for i, task := range TriageTasks {
+		if slices.Contains(done, task) {
+			continue
+		}
+		result, err := w.runStep(ctx, task, &pt)
+		if w.afterCall != nil {
+			if err := w.afterCall(task); err != nil {
+				return err
+			}
+		}
+		if err != nil {
+			return w.failure(ctx, job, task, err)
+		}
+		last := i == len(TriageTasks)-1
+		if err := w.save(ctx, job, task, result, last); err != nil {
+			return err
+		}
+		if w.afterSave != nil {
+			if err := w.afterSave(task); err != nil {
+				return err
+			}
+		}
+	}
+	// Reached with nothing left to do only when the last step was done
+	// before this delivery; returning nil lets River complete the job.
+	return nil
+}
+
+func (w *TriageWorker) runStep(ctx context.Context, task string, pt *provider.Ticket) (stepResult, error) {
+	switch task {
+	case TaskClassify:
+		c, call, err := w.provider.Classify(ctx, *pt)
+		if err != nil {
+			return stepResult{}, err
+		}
+		pt.Team = c.Team // the draft that follows is written for this team
+		out, _ := json.Marshal(c)
+		return stepResult{output: string(out), call: call, apply: func(ctx context.Context, st *store.Store, id string) error {
+			return st.SetTicketClassification(ctx, id, c.Team, c.Priority)
+		}}, nil
+	case TaskDraftReply:
+		draft, call, err := w.provider.DraftReply(ctx, *pt)
+		if err != nil {
+			return stepResult{}, err
+		}
+		return stepResult{output: draft, call: call, apply: func(ctx context.Context, st *store.Store, id string) error {
+			return st.SetTicketDraftReply(ctx, id, draft)
+		}}, nil
+	case TaskEmbed:
+		vec, call, err := w.provider.Embed(ctx, *pt)
+		if err != nil {
+			return stepResult{}, err
+		}
+		return stepResult{output: fmt.Sprintf("vector %s, %d dimensions", call.Model, len(vec)), call: call,
+			apply: func(ctx context.Context, st *store.Store, id string) error {
+				return st.SetTicketEmbedding(ctx, id, vec)
+			}}, nil
+	}
+	return stepResult{}, fmt.Errorf("unknown triage task %q", task)
+}
+
+// save records the step's result and applies it to the ticket in one
+// transaction. If another delivery saved this step first, the insert adds
+// nothing and the ticket is left as that delivery set it. The last step
+// completes the job in the same transaction, so a job can never have all its
+// results saved and still be running.
+func (w *TriageWorker) save(ctx context.Context, job *river.Job[TriageArgs], task string, r stepResult, last bool) error {
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		st := store.New(tx)
+		inserted, err := st.InsertAIRun(ctx, &store.InsertAIRunParams{
+			JobID:            job.ID,
+			TicketID:         job.Args.TicketID,
+			Task:             task,
+			Output:           r.output,
+			Model:            r.call.Model,
+			LatencyMS:        int(r.call.Latency.Milliseconds()),
+			PromptTokens:     r.call.PromptTokens,
+			CompletionTokens: r.call.CompletionTokens,
+		})
+		if err != nil {
+			return err
+		}
+		if inserted {
+			if err := r.apply(ctx, st, job.Args.TicketID); err != nil {
+				return err
+			}
+		}
+		if last {
+			if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+				return fmt.Errorf("complete job %d: %w", job.ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save %s of job %d: %w", task, job.ID, err)
+	}
+	return nil
+}
+
+// failure turns a provider error into River's control flow: snooze on "slow
+// down", cancel on what will repeat, a plain error (retry with backoff,
+// then dead letter) on what may pass.
+func (w *TriageWorker) failure(ctx context.Context, job *river.Job[TriageArgs], task string, err error) error {
+	var perr *provider.Error
+	if !errors.As(err, &perr) {
+		return err // our own cancellation: River treats a shutdown on its own
+	}
+	logAttrs := []any{slog.Int64("job_id", job.ID), slog.String("ticket_id", job.Args.TicketID),
+		slog.String("task", task), slog.Int("attempt", job.Attempt), slog.String("error", perr.Error())}
+	switch perr.Kind {
+	case provider.KindRateLimited:
+		n := snoozes(job.Metadata) + 1
+		wait := w.backoff.SnoozeWait(min(n, 6), perr.RetryAfter)
+		w.logger.InfoContext(ctx, "triage: provider asks to slow down; waiting without spending an attempt",
+			append(logAttrs, slog.Duration("wait", wait), slog.Int("refusals", n))...)
+		return river.JobSnooze(wait)
+	case provider.KindRejected, provider.KindInvalidAnswer:
+		w.logger.WarnContext(ctx, "triage: failed; a retry would get the same answer", logAttrs...)
+		return river.JobCancel(fmt.Errorf("%w on %s", perr, task))
+	default:
+		return fmt.Errorf("%w on %s", perr, task)
+	}
+}
+
+// snoozes is how many times River has snoozed the job so far; River keeps
+// the count in the job's metadata.
+func snoozes(metadata []byte) int {
+	var m struct {
+		Snoozes int `json:"snoozes"`
+	}
+	_ = json.Unmarshal(metadata, &m)
+	return m.Snoozes
+}
+
+// customerText is what the customer wrote on the ticket, oldest first, cut
+// to maxPromptBytes from the front.
+func customerText(ctx context.Context, st *store.Store, ticketID string) (string, error) {
+	msgs, err := st.ListMessages(ctx, ticketID)
+	if err != nil {
+		return "", err
+	}
+	var parts []string
+	for _, m := range msgs {
+		if m.Direction == store.DirectionInbound {
+			parts = append(parts, m.Body)
+		}
+	}
+	text := strings.Join(parts, "\n\n")
+	if len(text) > maxPromptBytes {
+		text = strings.ToValidUTF8(text[len(text)-maxPromptBytes:], "")
+	}
+	return text, nil
+}

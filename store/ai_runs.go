@@ -1,0 +1,82 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AIRun is the saved result of one triage step of one job.
+type AIRun struct {
+	ID               int64
+	JobID            int64
+	TicketID         string
+	Task             string // classify, draft_reply or embed
+	Output           string
+	Model            string
+	LatencyMS        int
+	PromptTokens     int
+	CompletionTokens int
+	CreatedAt        time.Time
+}
+
+// InsertAIRunParams are the fields of a step's result.
+type InsertAIRunParams struct {
+	JobID            int64
+	TicketID         string
+	Task             string
+	Output           string
+	Model            string
+	LatencyMS        int
+	PromptTokens     int
+	CompletionTokens int
+}
+
+const aiRunColumns = `id, job_id, ticket_id, task, output, model, latency_ms, prompt_tokens, completion_tokens, created_at`
+
+// InsertAIRun saves a step's result unless the job has one for that step
+// already; inserted is false then, and the caller must not apply it again.
+func (s *Store) InsertAIRun(ctx context.Context, p *InsertAIRunParams) (inserted bool, err error) {
+	tag, err := s.db.Exec(ctx,
+		`INSERT INTO ai_runs (job_id, ticket_id, task, output, model, latency_ms, prompt_tokens, completion_tokens)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (job_id, task) DO NOTHING`,
+		p.JobID, p.TicketID, p.Task, p.Output, p.Model, p.LatencyMS, p.PromptTokens, p.CompletionTokens)
+	if err != nil {
+		return false, fmt.Errorf("insert %s result of job %d: %w", p.Task, p.JobID, interpretError(err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// AIRunTasks returns the steps that a job has results for.
+func (s *Store) AIRunTasks(ctx context.Context, jobID int64) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT task FROM ai_runs WHERE job_id = $1`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("list results of job %d: %w", jobID, err)
+	}
+	tasks, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list results of job %d: %w", jobID, err)
+	}
+	return tasks, nil
+}
+
+// ListAIRuns returns every step result saved for a ticket, oldest first.
+func (s *Store) ListAIRuns(ctx context.Context, ticketID string) ([]*AIRun, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+aiRunColumns+` FROM ai_runs WHERE ticket_id = $1 ORDER BY id`, ticketID)
+	if err != nil {
+		return nil, fmt.Errorf("list results of %s: %w", ticketID, err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*AIRun, error) {
+		var r AIRun
+		err := row.Scan(&r.ID, &r.JobID, &r.TicketID, &r.Task, &r.Output, &r.Model, &r.LatencyMS,
+			&r.PromptTokens, &r.CompletionTokens, &r.CreatedAt)
+		return &r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list results of %s: %w", ticketID, err)
+	}
+	return runs, nil
+}

@@ -1,0 +1,54 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Customer is a person or company whose tickets helpdesk answers.
+type Customer struct {
+	ID        string // C-0022
+	Email     string
+	Name      string
+	CreatedAt time.Time
+}
+
+// InsertCustomerParams are the fields of a new customer.
+type InsertCustomerParams struct {
+	ID    string
+	Email string
+	Name  string
+}
+
+const customerColumns = `id, email, name, created_at`
+
+func scanCustomer(row pgx.Row) (*Customer, error) {
+	var c Customer
+	if err := row.Scan(&c.ID, &c.Email, &c.Name, &c.CreatedAt); err != nil {
+		return nil, interpretError(err)
+	}
+	return &c, nil
+}
+
+// InsertCustomer adds a customer; an id or email already taken is ErrConflict.
+func (s *Store) InsertCustomer(ctx context.Context, p *InsertCustomerParams) (*Customer, error) {
+	c, err := scanCustomer(s.db.QueryRow(ctx,
+		`INSERT INTO customers (id, email, name) VALUES ($1, $2, $3) RETURNING `+customerColumns,
+		p.ID, p.Email, p.Name))
+	if err != nil {
+		return nil, fmt.Errorf("insert customer %s: %w", p.ID, err)
+	}
+	return c, nil
+}
+
+// GetCustomer returns the customer with the given id, or ErrNotFound.
+func (s *Store) GetCustomer(ctx context.Context, id string) (*Customer, error) {
+	c, err := scanCustomer(s.db.QueryRow(ctx, `SELECT `+customerColumns+` FROM customers WHERE id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("get customer %s: %w", id, err)
+	}
+	return c, nil
+}

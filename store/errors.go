@@ -1,0 +1,45 @@
+package store
+
+import (
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+var (
+	// ErrNotFound is returned when a row asked for by its key does not exist.
+	ErrNotFound = errors.New("not found")
+
+	// ErrConflict is returned when a write breaks a unique or foreign key
+	// constraint: the row exists already, or what it points to does not.
+	ErrConflict = errors.New("conflict")
+)
+
+// interpretError maps the driver's errors onto the store's sentinels, once,
+// so callers test with errors.Is and never look at SQLSTATE codes.
+func interpretError(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505", "23503": // unique_violation, foreign_key_violation
+			return &constraintError{constraint: pgErr.ConstraintName, err: err}
+		}
+	}
+	return err
+}
+
+// constraintError keeps the driver's message and the constraint's name while
+// matching ErrConflict.
+type constraintError struct {
+	constraint string
+	err        error
+}
+
+func (e *constraintError) Error() string { return e.err.Error() }
+func (e *constraintError) Unwrap() error { return e.err }
+
+func (e *constraintError) Is(target error) bool { return target == ErrConflict }
