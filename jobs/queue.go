@@ -20,7 +20,7 @@ import (
 // Config is what the queue needs; zero durations and counts take the defaults.
 type Config struct {
 	Logger   *slog.Logger
-	Provider *provider.Client
+	Provider *provider.Client // nil: the queue inserts and administers jobs but works none
 
 	TriageBackoff     Backoff // default base 2s, cap 60s
 	TriageMaxAttempts int     // default 5; then the job is a dead letter
@@ -62,19 +62,25 @@ type Queue struct {
 // New builds the queue. It works jobs only after Start.
 func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 	config.setDefaults()
-	if config.Provider == nil {
-		return nil, errors.New("jobs: a provider client is required")
-	}
 	q := &Queue{pool: pool, config: config}
-	q.triage = &TriageWorker{pool: pool, provider: config.Provider, backoff: config.TriageBackoff, logger: config.Logger}
 
-	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, q.triage); err != nil {
-		return nil, fmt.Errorf("register triage worker: %w", err)
+	// Without a provider the queue only inserts and administers jobs, as the
+	// CLI does; River then needs neither workers nor queues.
+	var (
+		workers *river.Workers
+		queues  map[string]river.QueueConfig
+	)
+	if config.Provider != nil {
+		q.triage = &TriageWorker{pool: pool, provider: config.Provider, backoff: config.TriageBackoff, logger: config.Logger}
+		workers = river.NewWorkers()
+		if err := river.AddWorkerSafely(workers, q.triage); err != nil {
+			return nil, fmt.Errorf("register triage worker: %w", err)
+		}
+		queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: config.Workers}}
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:               config.Logger,
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: config.Workers}},
+		Queues:               queues,
 		Workers:              workers,
 		RetryPolicy:          config.TriageBackoff,
 		MaxAttempts:          config.TriageMaxAttempts,
@@ -92,6 +98,9 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 
 // Start starts fetching and working jobs.
 func (q *Queue) Start(ctx context.Context) error {
+	if q.triage == nil {
+		return errors.New("jobs: a queue without a provider cannot work jobs")
+	}
 	return q.Client.Start(ctx)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -35,12 +36,35 @@ func NewPool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	config, err := pgxpool.ParseConfig(NewURL(tb))
+	if err != nil {
+		tb.Fatalf("parse test database URL: %v", err)
+	}
+	config.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	if err != nil {
+		tb.Fatalf("open test pool: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	if _, err := store.MigrateUp(ctx, pool); err != nil {
+		tb.Fatalf("migrate test schema: %v", err)
+	}
+	return pool
+}
 
-	url := URL()
-	admin, err := pgx.Connect(ctx, url)
+// NewURL creates an empty schema of its own for the test and returns a
+// database URL whose connections use it (search_path), for code under test
+// that opens its own pool. The schema is dropped when the test ends.
+func NewURL(tb testing.TB) string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	dbURL := URL()
+	admin, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		tb.Fatalf("PostgreSQL is not reachable at %s: %v\n"+
-			"Set DATABASE_URL, or run the README's test command (make test), which finds or starts one.", url, err)
+			"Set DATABASE_URL, or run the README's test command (make test), which finds or starts one.", dbURL, err)
 	}
 	defer admin.Close(ctx)
 
@@ -51,7 +75,7 @@ func NewPool(tb testing.TB) *pgxpool.Pool {
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
+		conn, err := pgx.Connect(ctx, dbURL)
 		if err != nil {
 			tb.Errorf("drop schema %s: %v", schema, err)
 			return
@@ -62,22 +86,14 @@ func NewPool(tb testing.TB) *pgxpool.Pool {
 		}
 	})
 
-	config, err := pgxpool.ParseConfig(url)
+	u, err := url.Parse(dbURL)
 	if err != nil {
 		tb.Fatalf("parse DATABASE_URL: %v", err)
 	}
-	config.ConnConfig.RuntimeParams["search_path"] = schema
-	config.MaxConns = 20
-	pool, err := pgxpool.NewWithConfig(ctx, config)
-	if err != nil {
-		tb.Fatalf("open pool on schema %s: %v", schema, err)
-	}
-	tb.Cleanup(pool.Close)
-
-	if _, err := store.MigrateUp(ctx, pool); err != nil {
-		tb.Fatalf("migrate schema %s: %v", schema, err)
-	}
-	return pool
+	q := u.Query()
+	q.Set("search_path", schema) // pgx sends unknown parameters as run-time settings
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 func randomHex(n int) string {

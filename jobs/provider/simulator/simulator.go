@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -164,6 +165,9 @@ func (s *Server) admit(r *http.Request) (Settings, time.Duration) {
 
 // fault answers the call if the mode says it must fail, and reports whether it did.
 func (s *Server) fault(w http.ResponseWriter, r *http.Request) (settings Settings, answered bool) {
+	// Drain the body: net/http notices a client that gave up, and cancels
+	// r.Context(), only once the body has been read to its end.
+	_, _ = io.Copy(io.Discard, r.Body)
 	settings, wait := s.admit(r)
 	switch settings.Mode {
 	case ModeOutage:

@@ -1,0 +1,51 @@
+package api
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"helpdesk/jobs"
+	"helpdesk/store"
+)
+
+// Error is an error with the HTTP status and code a client sees.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func badRequest(code, message string) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: code, Message: message}
+}
+
+// toAPIError maps the errors of the layers below onto statuses; it is the
+// only place that knows both.
+func toAPIError(err error) *Error {
+	var apiErr *Error
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.Is(err, store.ErrNotFound):
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: err.Error()}
+	case errors.Is(err, jobs.ErrNotRetryable):
+		return &Error{Status: http.StatusConflict, Code: "not_retryable", Message: err.Error()}
+	case errors.Is(err, jobs.ErrInvalidState):
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_state", Message: err.Error()}
+	case errors.Is(err, store.ErrConflict):
+		return &Error{Status: http.StatusConflict, Code: "conflict", Message: err.Error()}
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; see the server log"}
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	apiErr := toAPIError(err)
+	if apiErr.Status >= 500 {
+		s.logger.ErrorContext(r.Context(), "api: request failed",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("error", err))
+	}
+	writeJSON(w, apiErr.Status, map[string]string{"error": apiErr.Code, "message": apiErr.Message})
+}

@@ -1,0 +1,78 @@
+// Command helpdesk runs the helpdesk worker service: its API, its queue and their tools.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `helpdesk: a worker service for support teams
+
+usage: helpdesk <command> [flags]
+
+commands:
+  migrate     apply the database migrations (River's and helpdesk's); safe to run twice
+  serve       run the API and the triage workers until SIGTERM or SIGINT
+  jobs        look at and retry jobs: jobs show ID, jobs dead, jobs retry ID
+  simulator   run the simulated AI provider on its own
+
+Run "helpdesk <command> --help" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run runs one command and returns the exit code: 0 done, 1 failed, 2 bad usage.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	logger := newLogger(getenv("HELPDESK_LOG_LEVEL"), stderr)
+	var err error
+	switch args[0] {
+	case "migrate":
+		err = cmdMigrate(ctx, args[1:], getenv, stdout, stderr)
+	case "serve":
+		err = cmdServe(ctx, args[1:], getenv, logger, stderr)
+	case "jobs":
+		err = cmdJobs(ctx, args[1:], getenv, stdout, stderr)
+	case "simulator":
+		err = cmdSimulator(ctx, args[1:], getenv, logger, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "helpdesk: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	var usageErr *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &usageErr):
+		fmt.Fprintf(stderr, "helpdesk %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "helpdesk %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+func newLogger(level string, w io.Writer) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}

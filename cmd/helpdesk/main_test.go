@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"helpdesk/jobs"
+	"helpdesk/jobs/jobstest"
+	"helpdesk/jobs/provider/simulator"
+	"helpdesk/store"
+	"helpdesk/store/storetest"
+)
+
+func envOf(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// runCmd runs the CLI in process and returns its exit code and output.
+func runCmd(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, envOf(env), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestConfigErrorsNameTheVariableAndStopTheStart(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none"}
+	for _, tc := range []struct {
+		name, env, value, want string
+	}{
+		{"RetryBaseNotADuration", "HELPDESK_RETRY_BASE", "soon", "HELPDESK_RETRY_BASE (-retry-base) = \"soon\""},
+		{"RetryCapNegative", "HELPDESK_RETRY_CAP", "-1s", "HELPDESK_RETRY_CAP (-retry-cap)"},
+		{"RetryCapBelowBase", "HELPDESK_RETRY_CAP", "1s", "HELPDESK_RETRY_CAP (-retry-cap) = \"1s\": want at least HELPDESK_RETRY_BASE"},
+		{"MaxAttemptsZero", "HELPDESK_TRIAGE_MAX_ATTEMPTS", "0", "HELPDESK_TRIAGE_MAX_ATTEMPTS (-triage-max-attempts)"},
+		{"MaxAttemptsNotANumber", "HELPDESK_TRIAGE_MAX_ATTEMPTS", "five", "HELPDESK_TRIAGE_MAX_ATTEMPTS"},
+		{"HTTPAddrNotLoopback", "HELPDESK_HTTP_ADDR", "0.0.0.0:8080", "HELPDESK_HTTP_ADDR (-http-addr) = \"0.0.0.0:8080\": want a loopback address"},
+		{"HTTPAddrWithoutHost", "HELPDESK_HTTP_ADDR", ":8080", "HELPDESK_HTTP_ADDR"},
+		{"DatabaseURLMissing", "DATABASE_URL", "", "DATABASE_URL (-database-url) is not set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			env[tc.env] = tc.value
+			code, _, stderr := runCmd(t, env, "serve")
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit 2 naming %q", code, stderr, tc.want)
+			}
+		})
+	}
+
+	t.Run("UnknownCommandAndArgumentsAreUsageErrors", func(t *testing.T) {
+		t.Parallel()
+		for _, args := range [][]string{{"frobnicate"}, {"jobs"}, {"jobs", "retry"}, {"jobs", "retry", "x"}, {"migrate", "sideways"}, {"serve", "--nope"}} {
+			if code, _, stderr := runCmd(t, base, args...); code != 2 || stderr == "" {
+				t.Errorf("%v: exit %d, stderr %q; want exit 2 with a message", args, code, stderr)
+			}
+		}
+	})
+
+	t.Run("HelpOfEveryCommandExitsZero", func(t *testing.T) {
+		t.Parallel()
+		for _, cmd := range []string{"migrate", "serve", "jobs", "simulator"} {
+			if code, _, stderr := runCmd(t, nil, cmd, "--help"); code != 0 || !strings.Contains(stderr, "usage: helpdesk "+cmd) {
+				t.Errorf("%s --help: exit %d, %q", cmd, code, stderr)
+			}
+		}
+	})
+}
+
+func TestMigrateCommandIsSafeToRunTwice(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": storetest.NewURL(t)}
+	if code, out, stderr := runCmd(t, env, "migrate"); code != 0 || !strings.Contains(out, "applied helpdesk migrations [1]") {
+		t.Fatalf("first migrate: exit %d, %q %q", code, out, stderr)
+	}
+	if code, out, stderr := runCmd(t, env, "migrate"); code != 0 || !strings.Contains(out, "already up to date") {
+		t.Fatalf("second migrate: exit %d, %q %q", code, out, stderr)
+	}
+}
+
+func TestJobsCommand(t *testing.T) {
+	t.Parallel()
+	dbURL := migratedURL(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	b := jobstest.SetupOn(t, openPool(t, dbURL))
+	b.Config.TriageMaxAttempts = 1
+	if err := b.Sim.SetMode(simulator.ModeOutage); err != nil {
+		t.Fatal(err)
+	}
+	q := b.StartQueue(t)
+	_, id1 := b.OpenTicket(t, q, "One", "First.")
+	_, id2 := b.OpenTicket(t, q, "Two", "Second.")
+	jobstest.WaitFor(t, q, id1, jobs.StateDeadLetter, 10*time.Second)
+	jobstest.WaitFor(t, q, id2, jobs.StateDeadLetter, 10*time.Second)
+
+	t.Run("DeadGroupsByLastErrorWithCounts", func(t *testing.T) {
+		code, out, stderr := runCmd(t, env, "jobs", "dead")
+		if code != 0 || !strings.Contains(out, "     2  ProviderUnavailable: the provider answered 503 on classify") {
+			t.Errorf("exit %d, out:\n%s%s", code, out, stderr)
+		}
+	})
+
+	t.Run("RetrySendsTheJobBackWithAWholeBudget", func(t *testing.T) {
+		env := map[string]string{"DATABASE_URL": dbURL, "HELPDESK_TRIAGE_MAX_ATTEMPTS": "4"}
+		code, out, stderr := runCmd(t, env, "jobs", "retry", strconv.FormatInt(id1, 10))
+		if code != 0 || !strings.Contains(out, "attempt 0 of 4") {
+			t.Errorf("exit %d, out %q %q", code, out, stderr)
+		}
+		code, _, stderr = runCmd(t, env, "jobs", "retry", "999999")
+		if code != 1 || !strings.Contains(stderr, "not found") {
+			t.Errorf("retry of an unknown job: exit %d, %q", code, stderr)
+		}
+	})
+}
+
+// migratedURL is a schema of the test's own, migrated by the CLI.
+func migratedURL(t *testing.T) string {
+	t.Helper()
+	dbURL := storetest.NewURL(t)
+	if code, _, stderr := runCmd(t, map[string]string{"DATABASE_URL": dbURL}, "migrate"); code != 0 {
+		t.Fatal(stderr)
+	}
+	return dbURL
+}
+
+func openPool(t *testing.T, dbURL string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := store.Open(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func TestServeShutsDownGracefully(t *testing.T) {
+	t.Parallel()
+
+	start := func(t *testing.T, grace string) (*jobstest.Bundle, context.CancelFunc, chan error) {
+		dbURL := migratedURL(t)
+		b := jobstest.SetupOn(t, openPool(t, dbURL))
+
+		// Every provider answer takes 1s, so a job is still running when the signal comes.
+		settings := simulator.DefaultSettings()
+		settings.Mode, settings.SlowDelay = simulator.ModeSlow, simulator.Duration(time.Second)
+		if err := b.Sim.Set(settings); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := parseServeConfig(nil, envOf(map[string]string{
+			"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_PROVIDER_URL": b.Sim.URL,
+			"HELPDESK_PROVIDER_TIMEOUT": "5s", "HELPDESK_SHUTDOWN_GRACE": grace,
+		}), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan string, 1)
+		done := make(chan error, 1)
+		go func() { done <- serve(ctx, cfg, jobstest.Logger(), func(addr string) { ready <- addr }) }()
+		select {
+		case addr := <-ready:
+			resp, err := http.Get("http://" + addr + "/healthz")
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("healthz: %v %v", resp, err)
+			}
+			resp.Body.Close()
+		case err := <-done:
+			t.Fatalf("serve ended before it was ready: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("serve not ready after 10s")
+		}
+		return b, cancel, done
+	}
+
+	waitRunning := func(t *testing.T, q *jobs.Queue, id int64) {
+		jobstest.WaitFor(t, q, id, jobs.StateRunning, 10*time.Second)
+	}
+
+	t.Run("RunningJobsFinishWithinTheGracePeriod", func(t *testing.T) {
+		t.Parallel()
+		b, cancel, done := start(t, "30s")
+		q := b.NewQueue(t) // inserts only; the served queue works the job
+		_, jobID := b.OpenTicket(t, q, "Slow", "Every answer takes a second.")
+		waitRunning(t, q, jobID)
+
+		cancel() // what SIGTERM does through signal.NotifyContext
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("serve returned %v, want nil (exit 0)", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("serve did not stop")
+		}
+		if s, _ := q.Get(b.Ctx, jobID); s.State != jobs.StateSucceeded {
+			t.Errorf("job is %s after shutdown, want succeeded: it was let finish", s.State)
+		}
+	})
+
+	t.Run("JobsStillRunningAfterTheGraceGoBackWithoutSpendingAnAttempt", func(t *testing.T) {
+		t.Parallel()
+		b, cancel, done := start(t, "200ms")
+		q := b.NewQueue(t)
+		_, jobID := b.OpenTicket(t, q, "Slow", "Every answer takes a second.")
+		waitRunning(t, q, jobID)
+
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("serve returned %v, want nil (exit 0)", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("serve did not stop")
+		}
+		s, _ := q.Get(b.Ctx, jobID)
+		if s.State != jobs.StateQueued || s.Attempt != 0 {
+			t.Errorf("job is %s at attempt %d after shutdown, want queued at attempt 0", s.State, s.Attempt)
+		}
+	})
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"helpdesk/api"
+	"helpdesk/jobs"
+	"helpdesk/jobs/provider"
+	"helpdesk/jobs/provider/simulator"
+	"helpdesk/store"
+)
+
+// serveConfig is everything `helpdesk serve` reads from flags and environment.
+type serveConfig struct {
+	DatabaseURL       string
+	HTTPAddr          string
+	ProviderURL       string // empty: start the simulator in-process
+	ProviderKey       string
+	ProviderTimeout   time.Duration
+	RetryBase         time.Duration
+	RetryCap          time.Duration
+	TriageMaxAttempts int
+	Workers           int
+	ShutdownGrace     time.Duration
+}
+
+func databaseSetting(fs *flagSet) *setting {
+	return fs.setting("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
+}
+
+func parseServeConfig(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+	fs := newFlagSet("serve", "serve [flags]",
+		"Runs the HTTP API and the triage workers. SIGTERM or SIGINT stops fetching jobs,\n"+
+			"lets running ones finish within the grace period, and exits 0.", getenv, stderr)
+	db := databaseSetting(fs)
+	addr := fs.setting("http-addr", "HELPDESK_HTTP_ADDR", "127.0.0.1:8080", "address of the API, loopback only")
+	providerURL := fs.setting("provider-url", "HELPDESK_PROVIDER_URL", "", "base URL of an OpenAI-compatible provider; unset: the in-process simulator")
+	providerKey := fs.setting("provider-key", "HELPDESK_PROVIDER_KEY", "", "bearer key for the provider")
+	providerTimeout := fs.setting("provider-timeout", "HELPDESK_PROVIDER_TIMEOUT", "10s", "how long one provider call may take")
+	retryBase := fs.setting("retry-base", "HELPDESK_RETRY_BASE", "2s", "longest wait after a triage job's first failure")
+	retryCap := fs.setting("retry-cap", "HELPDESK_RETRY_CAP", "60s", "longest wait after any failure")
+	maxAttempts := fs.setting("triage-max-attempts", "HELPDESK_TRIAGE_MAX_ATTEMPTS", "5", "attempts before a triage job becomes a dead letter")
+	workers := fs.setting("workers", "HELPDESK_WORKERS", "10", "jobs worked at once")
+	grace := fs.setting("shutdown-grace", "HELPDESK_SHUTDOWN_GRACE", "30s", "how long running jobs may take to finish on shutdown")
+	if err := fs.parse(args); err != nil {
+		return serveConfig{}, err
+	}
+	if fs.NArg() > 0 {
+		return serveConfig{}, usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+
+	var e errs
+	cfg := serveConfig{
+		ProviderURL:       providerURL.val,
+		ProviderKey:       providerKey.val,
+		ProviderTimeout:   duration(&e, providerTimeout),
+		RetryBase:         duration(&e, retryBase),
+		RetryCap:          duration(&e, retryCap),
+		TriageMaxAttempts: positiveInt(&e, maxAttempts),
+		Workers:           positiveInt(&e, workers),
+		ShutdownGrace:     duration(&e, grace),
+	}
+	var err error
+	cfg.DatabaseURL, err = db.required()
+	e.keep(err)
+	cfg.HTTPAddr, err = addr.loopbackAddr()
+	e.keep(err)
+	if e.err == nil && cfg.RetryCap < cfg.RetryBase {
+		e.keep(retryCap.fail(fmt.Sprintf("at least HELPDESK_RETRY_BASE (%s)", cfg.RetryBase)))
+	}
+	return cfg, e.err
+}
+
+func cmdServe(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger, stderr io.Writer) error {
+	cfg, err := parseServeConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, logger, nil)
+}
+
+// serve runs until ctx ends, then shuts down in order: the API stops taking
+// requests, the queue stops fetching and waits up to the grace period for
+// running jobs. ready, if set, is told the API's address once it listens.
+func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func(addr string)) error {
+	pool, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	pending, err := store.PendingMigrations(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if len(pending) > 0 {
+		return fmt.Errorf("the database needs migrations %v first: run `helpdesk migrate`", pending)
+	}
+
+	providerURL := cfg.ProviderURL
+	if providerURL == "" {
+		sim, err := simulator.Listen("127.0.0.1:0", simulator.DefaultSettings())
+		if err != nil {
+			return err
+		}
+		defer sim.Close()
+		providerURL = sim.URL
+		logger.Info("HELPDESK_PROVIDER_URL is not set: using the in-process simulator", slog.String("url", sim.URL))
+	}
+	client, err := provider.New(provider.Config{BaseURL: providerURL, APIKey: cfg.ProviderKey, Timeout: cfg.ProviderTimeout})
+	if err != nil {
+		return err
+	}
+	queue, err := jobs.New(pool, jobs.Config{
+		Logger:            logger,
+		Provider:          client,
+		TriageBackoff:     jobs.Backoff{Base: cfg.RetryBase, Cap: cfg.RetryCap},
+		TriageMaxAttempts: cfg.TriageMaxAttempts,
+		Workers:           cfg.Workers,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on HELPDESK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+	}
+	httpServer := &http.Server{Handler: api.New(logger, queue), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpServer.Serve(ln) }()
+
+	// The queue runs on a context of its own: a signal must lead to the
+	// graceful Stop below, not to River's immediate cancellation.
+	if err := queue.Start(context.WithoutCancel(ctx)); err != nil {
+		_ = httpServer.Close()
+		return err
+	}
+	logger.Info("helpdesk is serving", slog.String("api", "http://"+ln.Addr().String()), slog.String("provider", providerURL))
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+
+	var apiErr error
+	select {
+	case <-ctx.Done():
+	case apiErr = <-serveErr:
+		logger.Error("api stopped", slog.Any("error", apiErr))
+	}
+
+	logger.Info("shutting down: no new jobs; running jobs may finish", slog.Duration("grace", cfg.ShutdownGrace))
+	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	if err := httpServer.Shutdown(graceCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("api shutdown", slog.Any("error", err))
+	}
+	if err := queue.Stop(graceCtx); err != nil {
+		return err
+	}
+	logger.Info("stopped")
+	if apiErr != nil {
+		return fmt.Errorf("api: %w", apiErr)
+	}
+	return nil
+}

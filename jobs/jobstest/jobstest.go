@@ -1,0 +1,189 @@
+// Package jobstest sets up a real queue for tests: its own schema, a simulated provider on loopback, River.
+package jobstest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"helpdesk/jobs"
+	"helpdesk/jobs/provider"
+	"helpdesk/jobs/provider/simulator"
+	"helpdesk/store"
+	"helpdesk/store/storetest"
+)
+
+// ProviderTimeout is the provider client's timeout in tests; the
+// simulator's slow mode answers later than that.
+const ProviderTimeout = 300 * time.Millisecond
+
+// Bundle is one test's world. Change Config before StartQueue to change the
+// queue.
+type Bundle struct {
+	Ctx      context.Context
+	Pool     *pgxpool.Pool
+	Store    *store.Store
+	Sim      *simulator.Running
+	Provider *provider.Client
+	Config   jobs.Config
+
+	customers int
+}
+
+// Setup gives the test a migrated schema, a simulator and a queue config
+// with short waits: backoff 10ms to 50ms, polling every 50ms.
+func Setup(tb testing.TB) *Bundle {
+	tb.Helper()
+	return SetupOn(tb, storetest.NewPool(tb))
+}
+
+// SetupOn is Setup on a migrated pool of the caller's.
+func SetupOn(tb testing.TB, pool *pgxpool.Pool) *Bundle {
+	tb.Helper()
+	sim, err := simulator.Listen("127.0.0.1:0", simulator.DefaultSettings())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = sim.Close() })
+	client, err := provider.New(provider.Config{BaseURL: sim.URL, Timeout: ProviderTimeout})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &Bundle{
+		Ctx:      context.Background(),
+		Pool:     pool,
+		Store:    store.New(pool),
+		Sim:      sim,
+		Provider: client,
+		Config: jobs.Config{
+			Logger:            Logger(),
+			Provider:          client,
+			TriageBackoff:     jobs.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond},
+			TriageMaxAttempts: 5,
+			FetchPollInterval: 50 * time.Millisecond,
+		},
+	}
+}
+
+// Logger logs warnings and errors, or everything with HELPDESK_TEST_LOG set.
+func Logger() *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("HELPDESK_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// NewQueue builds a queue on the bundle's config without starting it.
+func (b *Bundle) NewQueue(tb testing.TB) *jobs.Queue {
+	tb.Helper()
+	q, err := jobs.New(b.Pool, b.Config)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return q
+}
+
+// StartQueue starts a queue on the bundle's config and stops it when the test ends.
+func (b *Bundle) StartQueue(tb testing.TB) *jobs.Queue {
+	tb.Helper()
+	q := b.NewQueue(tb)
+	if err := q.Start(b.Ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = q.Stop(ctx)
+	})
+	return q
+}
+
+// OpenTicket creates a customer and a ticket with its triage job.
+func (b *Bundle) OpenTicket(tb testing.TB, q *jobs.Queue, subject, body string) (ticketID string, jobID int64) {
+	tb.Helper()
+	b.customers++
+	cust, err := b.Store.InsertCustomer(b.Ctx, &store.InsertCustomerParams{
+		ID: fmt.Sprintf("C-%04d", b.customers), Email: fmt.Sprintf("c%d@example.com", b.customers), Name: "Ada Customer",
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ticket, jobID, err := q.OpenTicket(b.Ctx, &jobs.OpenTicketParams{CustomerID: cust.ID, Subject: subject, Body: body})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ticket.ID, jobID
+}
+
+// WaitFor polls the job until it is in the state, failing the test after timeout.
+func WaitFor(tb testing.TB, q *jobs.Queue, jobID int64, state string, timeout time.Duration) jobs.Status {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s, err := q.Get(context.Background(), jobID)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if s.State == state {
+			return s
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("job %d still %s (attempt %d, last error %s) after %s, want %s",
+				jobID, s.State, s.Attempt, Deref(s.LastError), timeout, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Deref shows a last error that may be nil.
+func Deref(s *string) string {
+	if s == nil {
+		return "<none>"
+	}
+	return *s
+}
+
+// RequireOneResultPerStep checks the ticket's ai_runs: exactly one per step,
+// all under jobID, and the ticket carries what they say.
+func (b *Bundle) RequireOneResultPerStep(tb testing.TB, ticketID string, jobID int64) {
+	tb.Helper()
+	runs, err := b.Store.ListAIRuns(b.Ctx, ticketID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	perTask := map[string]int{}
+	for _, r := range runs {
+		perTask[r.Task]++
+		if r.JobID != jobID {
+			tb.Errorf("result %s belongs to job %d, want %d", r.Task, r.JobID, jobID)
+		}
+	}
+	for _, task := range jobs.TriageTasks {
+		if perTask[task] != 1 {
+			tb.Errorf("ticket %s has %d %s results (all: %v), want 1", ticketID, perTask[task], task, perTask)
+		}
+	}
+	ticket, err := b.Store.GetTicket(b.Ctx, ticketID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if ticket.Team == nil || ticket.Priority == nil || ticket.DraftReply == nil || len(ticket.Embedding) != simulator.EmbeddingDims {
+		tb.Errorf("ticket %s not fully triaged: team %v, priority %v, draft %v, embedding of %d",
+			ticketID, ticket.Team, ticket.Priority, ticket.DraftReply != nil, len(ticket.Embedding))
+	}
+}
+
+// TotalCalls adds up the simulator's calls by task.
+func TotalCalls(calls map[string]int) int {
+	n := 0
+	for _, c := range calls {
+		n += c
+	}
+	return n
+}

@@ -1,0 +1,126 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"helpdesk/jobs/provider"
+)
+
+// answering is a provider that always gives the same answer.
+func answering(t *testing.T, status int, header map[string]string, body string) *provider.Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range header {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := provider.New(provider.Config{BaseURL: srv.URL, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestEveryFailureIsClassifiedOnce(t *testing.T) {
+	t.Parallel()
+	ticket := provider.Ticket{ID: "T-500001", Subject: "Hello", Body: "Hi"}
+	for _, tc := range []struct {
+		name       string
+		status     int
+		header     map[string]string
+		body       string
+		kind       provider.Kind
+		retryAfter time.Duration
+		text       string
+	}{
+		{"503IsUnavailable", 503, nil, `{"error":{"message":"overloaded"}}`, provider.KindUnavailable, 0, "ProviderUnavailable: the provider answered 503"},
+		{"500IsUnavailable", 500, nil, ``, provider.KindUnavailable, 0, "ProviderUnavailable: the provider answered 500"},
+		{"429WithSecondsIsRateLimited", 429, map[string]string{"Retry-After": "7"}, ``, provider.KindRateLimited, 7 * time.Second, "ProviderRateLimited: the provider answered 429"},
+		{"429WithoutHintIsRateLimited", 429, nil, ``, provider.KindRateLimited, 0, "ProviderRateLimited: the provider answered 429"},
+		{"400IsRejectedWithItsReason", 400, nil, `{"error":{"message":"model not found"}}`, provider.KindRejected, 0, "ProviderRejected: the provider answered 400 (model not found)"},
+		{"401IsRejected", 401, nil, ``, provider.KindRejected, 0, "ProviderRejected: the provider answered 401"},
+		{"200WithoutJSONIsInvalid", 200, nil, `<html>`, provider.KindInvalidAnswer, 0, ""},
+		{"200WithoutChoicesIsInvalid", 200, nil, `{"choices":[]}`, provider.KindInvalidAnswer, 0, "ProviderInvalidAnswer: classify answered no choices"},
+		{"200WithUnknownTeamIsInvalid", 200, nil, `{"choices":[{"message":{"content":"{\"team\":\"sales\",\"priority\":2}"}}]}`, provider.KindInvalidAnswer, 0, `ProviderInvalidAnswer: classify chose unknown team "sales"`},
+		{"200WithPriorityOutOfRangeIsInvalid", 200, nil, `{"choices":[{"message":{"content":"{\"team\":\"billing\",\"priority\":9}"}}]}`, provider.KindInvalidAnswer, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := answering(t, tc.status, tc.header, tc.body).Classify(context.Background(), ticket)
+			var perr *provider.Error
+			if !errors.As(err, &perr) {
+				t.Fatalf("err = %v, want *provider.Error", err)
+			}
+			if perr.Kind != tc.kind || perr.RetryAfter != tc.retryAfter {
+				t.Errorf("kind %s retry-after %s, want %s %s", perr.Kind, perr.RetryAfter, tc.kind, tc.retryAfter)
+			}
+			if tc.text != "" && perr.Error() != tc.text {
+				t.Errorf("text %q, want %q", perr.Error(), tc.text)
+			}
+		})
+	}
+
+	t.Run("NoAnswerWithinTheTimeoutIsATimeout", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.HandlerFunc(hang))
+		t.Cleanup(srv.Close)
+		c, _ := provider.New(provider.Config{BaseURL: srv.URL, Timeout: 100 * time.Millisecond})
+		_, _, err := c.Embed(context.Background(), ticket)
+		var perr *provider.Error
+		if !errors.As(err, &perr) || perr.Kind != provider.KindTimeout || !perr.Temporary() {
+			t.Errorf("err = %v, want a temporary ProviderTimeout", err)
+		}
+	})
+
+	t.Run("NoServerIsUnavailable", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.NotFoundHandler())
+		srv.Close() // nothing listens there now
+		c, _ := provider.New(provider.Config{BaseURL: srv.URL})
+		_, _, err := c.DraftReply(context.Background(), ticket)
+		var perr *provider.Error
+		if !errors.As(err, &perr) || perr.Kind != provider.KindUnavailable {
+			t.Errorf("err = %v, want ProviderUnavailable", err)
+		}
+	})
+
+	t.Run("TheCallersCancellationIsNotAProviderFailure", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.HandlerFunc(hang))
+		t.Cleanup(srv.Close)
+		c, _ := provider.New(provider.Config{BaseURL: srv.URL, Timeout: 5 * time.Second})
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, _, err := c.Classify(ctx, ticket)
+		var perr *provider.Error
+		if errors.As(err, &perr) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err = %v, want the context's own error", err)
+		}
+	})
+}
+
+// hang never answers. It reads the body first: only then does net/http
+// notice that the client went away and cancel the request's context.
+func hang(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	<-r.Context().Done()
+}
+
+func TestRetryAfterAsHTTPDate(t *testing.T) {
+	t.Parallel()
+	at := time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)
+	_, _, err := answering(t, 429, map[string]string{"Retry-After": at}, ``).Classify(context.Background(), provider.Ticket{ID: "T-1"})
+	var perr *provider.Error
+	if !errors.As(err, &perr) || perr.RetryAfter < 80*time.Second || perr.RetryAfter > 91*time.Second {
+		t.Errorf("err = %v, want a Retry-After of about 90s", err)
+	}
+}
