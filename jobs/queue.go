@@ -2,6 +2,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ type Config struct {
 
 	// Knobs that tests and benchmarks turn; production keeps River's defaults.
 	FetchPollInterval    time.Duration
+	FetchCooldown        time.Duration
 	RescueStuckJobsAfter time.Duration
 	JobTimeout           time.Duration
 }
@@ -85,7 +87,7 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 		RetryPolicy:          config.TriageBackoff,
 		MaxAttempts:          config.TriageMaxAttempts,
 		FetchPollInterval:    config.FetchPollInterval,
-		FetchCooldown:        min(config.FetchPollInterval, river.FetchCooldownDefault),
+		FetchCooldown:        cmp.Or(config.FetchCooldown, min(config.FetchPollInterval, river.FetchCooldownDefault)),
 		RescueStuckJobsAfter: config.RescueStuckJobsAfter,
 		JobTimeout:           config.JobTimeout,
 	})

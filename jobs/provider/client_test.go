@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -122,5 +124,39 @@ func TestRetryAfterAsHTTPDate(t *testing.T) {
 	var perr *provider.Error
 	if !errors.As(err, &perr) || perr.RetryAfter < 80*time.Second || perr.RetryAfter > 91*time.Second {
 		t.Errorf("err = %v, want a Retry-After of about 90s", err)
+	}
+}
+
+// TestRealProviderAnswersAreRead feeds the client answers shaped as a real
+// OpenAI-compatible provider writes them, extra fields included.
+func TestRealProviderAnswersAreRead(t *testing.T) {
+	t.Parallel()
+	fixture := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "provider", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	ctx := context.Background()
+	ticket := provider.Ticket{ID: "T-500001", Subject: "Late parcel", Body: "My parcel is late."}
+
+	c, call, err := answering(t, 200, nil, fixture("chat_classify.json")).Classify(ctx, ticket)
+	if err != nil || c.Team != "shipping" || c.Priority != 2 {
+		t.Errorf("classify = %+v, %v; want shipping/2", c, err)
+	}
+	if call.Model != "gpt-4o-mini-2024-07-18" || call.PromptTokens != 87 || call.CompletionTokens != 12 {
+		t.Errorf("call = %+v, want the answer's model and usage", call)
+	}
+
+	vec, call, err := answering(t, 200, nil, fixture("embeddings.json")).Embed(ctx, ticket)
+	if err != nil || len(vec) != 8 || call.Model != "text-embedding-3-small" || call.PromptTokens != 9 {
+		t.Errorf("embed = %d floats, %+v, %v", len(vec), call, err)
+	}
+
+	_, _, err = answering(t, 429, map[string]string{"Retry-After": "1"}, fixture("error_rate_limit.json")).DraftReply(ctx, ticket)
+	var perr *provider.Error
+	if !errors.As(err, &perr) || perr.Kind != provider.KindRateLimited || perr.RetryAfter != time.Second {
+		t.Errorf("429: %v, want rate limited for 1s", err)
 	}
 }
