@@ -1,14 +1,18 @@
-# The two commands of the README: `make run` and `make test`. Both find a
+# The commands of the README: `make demo` (or `make run`) and `make test`. They find a
 # PostgreSQL through cmd/withdb: $DATABASE_URL, else localhost:5432, else a
 # throwaway cluster from the machine's PostgreSQL binaries.
 
 WITHDB := go run ./cmd/withdb
 
-.PHONY: run test lint unit bench build
+.PHONY: demo run test lint unit bench build
 
-## run: migrate a database named helpdesk and serve the API on 127.0.0.1:8080
+## demo: both kinds of duplicate made harmless, on a scratch database (about 5 seconds)
+demo: build
+	$(WITHDB) -- ./bin/helpdesk demo
+
+## run: migrate a database named helpdesk, load the demo's customers and agents, serve on 127.0.0.1:8080
 run: build
-	$(WITHDB) -db helpdesk -- sh -c './bin/helpdesk migrate && exec ./bin/helpdesk serve'
+	$(WITHDB) -db helpdesk -- sh -c './bin/helpdesk migrate && ./bin/helpdesk load && exec ./bin/helpdesk serve'
 
 ## test: go vet, the gofmt check and every test with the race detector
 test: lint unit

@@ -7,21 +7,44 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"helpdesk/jobs"
 )
 
-// Server is the HTTP API.
-type Server struct {
-	logger *slog.Logger
-	queue  *jobs.Queue
-	mux    *http.ServeMux
+// Config is what the API needs.
+type Config struct {
+	Logger               *slog.Logger
+	Pool                 *pgxpool.Pool
+	Queue                *jobs.Queue
+	IdempotencyRetention time.Duration // how long an Idempotency-Key replays; default 24h
 }
 
-// New returns the API over the queue.
-func New(logger *slog.Logger, queue *jobs.Queue) *Server {
-	s := &Server{logger: logger, queue: queue, mux: http.NewServeMux()}
-	s.route("/healthz", map[string]handlerFunc{http.MethodGet: s.health})
+// Server is the HTTP API.
+type Server struct {
+	logger    *slog.Logger
+	pool      *pgxpool.Pool
+	queue     *jobs.Queue
+	retention time.Duration
+	mux       *http.ServeMux
+}
+
+// New returns the API.
+func New(config Config) *Server {
+	s := &Server{logger: config.Logger, pool: config.Pool, queue: config.Queue, retention: config.IdempotencyRetention, mux: http.NewServeMux()}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	if s.retention <= 0 {
+		s.retention = 24 * time.Hour
+	}
+	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.route("/v1/tickets", map[string]handlerFunc{http.MethodGet: s.listTickets, http.MethodPost: s.createTicket})
+	s.route("/v1/tickets/{id}", map[string]handlerFunc{http.MethodGet: s.getTicket})
 	s.route("/v1/jobs", map[string]handlerFunc{http.MethodGet: s.listJobs})
 	s.route("/v1/jobs/{id}", map[string]handlerFunc{http.MethodGet: s.getJob})
 	s.route("/v1/jobs/{id}/retry", map[string]handlerFunc{http.MethodPost: s.retryJob})
@@ -45,11 +68,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// handlerFunc is a handler that returns its error instead of writing it.
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+// handlerFunc serves an authenticated request and returns its error
+// instead of writing it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, who Actor) error
 
-// route registers handlers by method, so that any other method gets the
-// same JSON error as everything else instead of net/http's plain text.
+// route registers handlers by method behind authentication, so that every
+// other method, and every caller without a valid key, gets the same JSON
+// errors as everything else instead of net/http's plain text.
 func (s *Server) route(pattern string, byMethod map[string]handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		h, ok := byMethod[r.Method]
@@ -61,15 +86,14 @@ func (s *Server) route(pattern string, byMethod map[string]handlerFunc) {
 				Message: r.Method + " is not allowed on " + r.URL.Path})
 			return
 		}
-		if err := h(w, r); err != nil {
+		who, err := s.authenticate(r.Context(), r)
+		if err == nil {
+			err = h(w, r, who)
+		}
+		if err != nil {
 			s.writeError(w, r, err)
 		}
 	})
-}
-
-func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	return nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

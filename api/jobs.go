@@ -19,7 +19,10 @@ func jobID(r *http.Request) (int64, error) {
 }
 
 // getJob answers GET /v1/jobs/{id}.
-func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request, who Actor) error {
+	if err := requireAgent(who, "read jobs"); err != nil {
+		return err
+	}
 	id, err := jobID(r)
 	if err != nil {
 		return err
@@ -33,7 +36,10 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 // listJobs answers GET /v1/jobs?state=dead_letter[&after=ID][&limit=N].
-func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, who Actor) error {
+	if err := requireAgent(who, "list jobs"); err != nil {
+		return err
+	}
 	q := r.URL.Query()
 	params := jobs.ListParams{State: q.Get("state"), Limit: 100}
 	if params.State == "" {
@@ -69,7 +75,10 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 }
 
 // retryJob answers POST /v1/jobs/{id}/retry.
-func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) retryJob(w http.ResponseWriter, r *http.Request, who Actor) error {
+	if err := requireAgent(who, "retry jobs"); err != nil {
+		return err
+	}
 	id, err := jobID(r)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,30 +15,66 @@ import (
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/jobs/provider/simulator"
+	"helpdesk/store"
 )
 
 type apiBundle struct {
 	*jobstest.Bundle
 	queue *jobs.Queue
 	url   string
+	agent string // an agent's API key
 }
 
+// setup serves the API over a started queue, with an agent key ready.
 func setup(t *testing.T) *apiBundle {
 	t.Helper()
 	b := jobstest.Setup(t)
 	b.Config.TriageMaxAttempts = 2
-	q := b.StartQueue(t)
-	srv := httptest.NewServer(api.New(jobstest.Logger(), q))
-	t.Cleanup(srv.Close)
-	return &apiBundle{Bundle: b, queue: q, url: srv.URL}
+	return serveAPI(t, b, b.StartQueue(t), 0)
 }
 
-// call sends a request and decodes the JSON answer into a map.
+func serveAPI(t testing.TB, b *jobstest.Bundle, q *jobs.Queue, retention time.Duration) *apiBundle {
+	t.Helper()
+	srv := httptest.NewServer(api.New(api.Config{Logger: jobstest.Logger(), Pool: b.Pool, Queue: q, IdempotencyRetention: retention}))
+	t.Cleanup(srv.Close)
+	ab := &apiBundle{Bundle: b, queue: q, url: srv.URL}
+	if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "alice", DisplayName: "Alice", Email: "alice@support.example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	ab.agent = ab.key(t, "agent:alice")
+	return ab
+}
+
+// key stores a new API key for the actor and returns it.
+func (b *apiBundle) key(t testing.TB, actor string) string {
+	t.Helper()
+	key, sha := api.NewAPIKey()
+	if err := b.Store.InsertAPIKey(b.Ctx, actor, sha); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// call sends a request as the agent and decodes the JSON answer into a map.
 func (b *apiBundle) call(t *testing.T, method, path string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(method, b.url+path, nil)
+	status, _, body := b.do(t, b.agent, method, path, nil, "")
+	return status, body
+}
+
+// do sends a request with the key (none if empty), an optional
+// Idempotency-Key and body, and decodes the JSON answer.
+func (b *apiBundle) do(t *testing.T, key, method, path string, body []byte, idemKey string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, b.url+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if idemKey != "" {
+		req.Header.Set(api.HeaderIdempotencyKey, idemKey)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -48,11 +85,11 @@ func (b *apiBundle) call(t *testing.T, method, path string) (int, map[string]any
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("%s %s: Content-Type %q, want application/json (body %s)", method, path, ct, raw)
 	}
-	var body map[string]any
-	if err := json.Unmarshal(raw, &body); err != nil {
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("%s %s: answer is not a JSON object: %s", method, path, raw)
 	}
-	return resp.StatusCode, body
+	return resp.StatusCode, resp.Header, out
 }
 
 func requireError(t *testing.T, status int, body map[string]any, wantStatus int, wantCode string) {
@@ -129,6 +166,10 @@ func TestJobsAPI(t *testing.T) {
 			{"DELETE", "/v1/jobs/1", 405, "method_not_allowed"},
 			{"GET", "/v1/jobs/1/retry", 405, "method_not_allowed"},
 			{"GET", "/nowhere", 404, "not_found"},
+			{"PUT", "/v1/tickets", 405, "method_not_allowed"},
+			{"GET", "/v1/tickets?status=lost", 400, "invalid_status"},
+			{"GET", "/v1/tickets?cursor=bm90LWEtY3Vyc29y", 400, "invalid_cursor"},
+			{"GET", "/v1/tickets/T-999999", 404, "not_found"},
 		} {
 			t.Run(strings.ReplaceAll(tc.method+tc.path, "/", "_"), func(t *testing.T) {
 				status, body := b.call(t, tc.method, tc.path)

@@ -27,6 +27,10 @@ type Config struct {
 	TriageMaxAttempts int     // default 5; then the job is a dead letter
 	Workers           int     // jobs worked at once by this process; default 10
 
+	// IdempotencyRetention is how long an Idempotency-Key is kept; a
+	// periodic job prunes older ones. Default 24h.
+	IdempotencyRetention time.Duration
+
 	// Knobs that tests and benchmarks turn; production keeps River's defaults.
 	FetchPollInterval    time.Duration
 	FetchCooldown        time.Duration
@@ -50,6 +54,9 @@ func (c *Config) setDefaults() {
 	if c.Workers <= 0 {
 		c.Workers = 10
 	}
+	if c.IdempotencyRetention <= 0 {
+		c.IdempotencyRetention = 24 * time.Hour
+	}
 }
 
 // Queue is helpdesk's River client with its workers.
@@ -69,8 +76,9 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 	// Without a provider the queue only inserts and administers jobs, as the
 	// CLI does; River then needs neither workers nor queues.
 	var (
-		workers *river.Workers
-		queues  map[string]river.QueueConfig
+		workers  *river.Workers
+		queues   map[string]river.QueueConfig
+		periodic []*river.PeriodicJob
 	)
 	if config.Provider != nil {
 		q.triage = &TriageWorker{pool: pool, provider: config.Provider, backoff: config.TriageBackoff, logger: config.Logger}
@@ -78,12 +86,17 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 		if err := river.AddWorkerSafely(workers, q.triage); err != nil {
 			return nil, fmt.Errorf("register triage worker: %w", err)
 		}
+		if err := river.AddWorkerSafely(workers, &pruneWorker{pool: pool, retention: config.IdempotencyRetention, logger: config.Logger}); err != nil {
+			return nil, fmt.Errorf("register prune worker: %w", err)
+		}
 		queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: config.Workers}}
+		periodic = []*river.PeriodicJob{pruneSchedule(config.IdempotencyRetention)}
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:               config.Logger,
 		Queues:               queues,
 		Workers:              workers,
+		PeriodicJobs:         periodic,
 		RetryPolicy:          config.TriageBackoff,
 		MaxAttempts:          config.TriageMaxAttempts,
 		FetchPollInterval:    config.FetchPollInterval,
@@ -135,26 +148,36 @@ type OpenTicketParams struct {
 // transaction: all of them exist afterwards, or none.
 func (q *Queue) OpenTicket(ctx context.Context, p *OpenTicketParams) (ticket *store.Ticket, jobID int64, err error) {
 	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-		st := store.New(tx)
-		ticket, err = st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: p.CustomerID, Subject: p.Subject})
-		if err != nil {
-			return err
-		}
-		author := p.Author
-		if author == "" {
-			author = "customer:" + p.CustomerID
-		}
-		if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{
-			TicketID: ticket.ID, Direction: store.DirectionInbound, Author: author, Body: p.Body,
-		}); err != nil {
-			return err
-		}
-		jobID, err = q.EnqueueTriageTx(ctx, tx, ticket.ID)
+		ticket, jobID, err = q.OpenTicketTx(ctx, tx, p)
 		return err
 	})
+	return ticket, jobID, err
+}
+
+// OpenTicketTx is OpenTicket in the caller's transaction.
+func (q *Queue) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams) (*store.Ticket, int64, error) {
+	st := store.New(tx)
+	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: p.CustomerID, Subject: p.Subject})
 	if err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
+	author := p.Author
+	if author == "" {
+		author = "customer:" + p.CustomerID
+	}
+	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{
+		TicketID: ticket.ID, Direction: store.DirectionInbound, Author: author, Body: p.Body,
+	}); err != nil {
+		return nil, 0, fmt.Errorf("open ticket: %w", err)
+	}
+	jobID, err := q.EnqueueTriageTx(ctx, tx, ticket.ID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("open ticket: %w", err)
+	}
+	if err := st.SetTicketTriageJob(ctx, ticket.ID, jobID); err != nil {
+		return nil, 0, fmt.Errorf("open ticket: %w", err)
+	}
+	ticket.TriageJobID = &jobID
 	return ticket, jobID, nil
 }
 

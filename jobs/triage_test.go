@@ -1,48 +1,16 @@
 package jobs_test
 
 import (
-	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/jobs/provider/simulator"
 )
-
-var errCrash = errors.New("simulated crash")
-
-// crashWorker plays a worker process that dies mid-job: it locks the next
-// job exactly as River's producer does (state running, attempt + 1), then
-// runs the triage worker until a hook "crashes" it. Nothing reports the
-// outcome to River, so the job stays running, as after a killed process.
-func crashWorker(t *testing.T, b *jobstest.Bundle, afterCall, afterSave func(task string) error) *river.Job[jobs.TriageArgs] {
-	t.Helper()
-	res, err := riverpgxv5.New(b.Pool).GetExecutor().JobGetAvailable(b.Ctx, &riverdriver.JobGetAvailableParams{
-		ClientID: "worker-1", MaxAttemptedBy: 100, MaxToLock: 1, Queue: river.QueueDefault,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Jobs) != 1 {
-		t.Fatalf("worker 1 locked %d jobs, want 1", len(res.Jobs))
-	}
-	job := &river.Job[jobs.TriageArgs]{JobRow: res.Jobs[0]}
-	if err := json.Unmarshal(job.EncodedArgs, &job.Args); err != nil {
-		t.Fatal(err)
-	}
-	w := jobs.NewTriageWorkerWithHooks(b.Pool, b.Provider, b.Config, afterCall, afterSave)
-	if err := w.Work(b.Ctx, job); !errors.Is(err, errCrash) {
-		t.Fatalf("worker 1 ended with %v, want the simulated crash", err)
-	}
-	return job
-}
 
 // rescueAndFinish starts worker 2 once the crashed job counts as stuck, so
 // River's rescuer hands it back and worker 2 finishes it.
@@ -88,12 +56,10 @@ func TestTriage(t *testing.T) {
 		ticketID, jobID := b.OpenTicket(t, b.NewQueue(t), "Late parcel", "My parcel is late.")
 
 		// Worker 1 saves classify and draft_reply, then dies before embed.
-		job := crashWorker(t, b, nil, func(task string) error {
-			if task == jobs.TaskDraftReply {
-				return errCrash
-			}
-			return nil
-		})
+		job, err := b.NewQueue(t).SimulateCrash(b.Ctx, jobs.CrashPoint{Task: jobs.TaskDraftReply})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if s, _ := b.NewQueue(t).Get(b.Ctx, jobID); s.State != jobs.StateRunning || s.Attempt != 1 {
 			t.Fatalf("after the crash the job is %s at attempt %d, want running at attempt 1", s.State, s.Attempt)
 		}
@@ -114,12 +80,10 @@ func TestTriage(t *testing.T) {
 		ticketID, jobID := b.OpenTicket(t, b.NewQueue(t), "Login fails", "I cannot log in to my account.")
 
 		// Worker 1 gets classify's answer and dies before saving it.
-		job := crashWorker(t, b, func(task string) error {
-			if task == jobs.TaskClassify {
-				return errCrash
-			}
-			return nil
-		}, nil)
+		job, err := b.NewQueue(t).SimulateCrash(b.Ctx, jobs.CrashPoint{Task: jobs.TaskClassify, BeforeSave: true})
+		if err != nil {
+			t.Fatal(err)
+		}
 
 		rescueAndFinish(t, b, job)
 		b.RequireOneResultPerStep(t, ticketID, jobID)

@@ -52,3 +52,15 @@ func (s *Store) GetCustomer(ctx context.Context, id string) (*Customer, error) {
 	}
 	return c, nil
 }
+
+// UpsertCustomer adds the customer, or updates its email and name.
+func (s *Store) UpsertCustomer(ctx context.Context, p *InsertCustomerParams) error {
+	_, err := s.db.Exec(ctx,
+		`INSERT INTO customers (id, email, name) VALUES ($1, $2, $3)
+		ON CONFLICT (id) DO UPDATE SET email = EXCLUDED.email, name = EXCLUDED.name`,
+		p.ID, p.Email, p.Name)
+	if err != nil {
+		return fmt.Errorf("upsert customer %s: %w", p.ID, interpretError(err))
+	}
+	return nil
+}

@@ -10,16 +10,17 @@ import (
 
 // Ticket is one customer question and what triage made of it.
 type Ticket struct {
-	ID         string // T-500001
-	CustomerID string
-	Subject    string
-	Status     string
-	Team       *string // set by triage's classify step
-	Priority   *int16  // 1 (urgent) … 4 (low), set by classify
-	DraftReply *string // set by triage's draft_reply step
-	Embedding  []float32
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	ID          string // T-500001
+	CustomerID  string
+	Subject     string
+	Status      string
+	Team        *string // set by triage's classify step
+	Priority    *int16  // 1 (urgent) … 4 (low), set by classify
+	DraftReply  *string // set by triage's draft_reply step
+	Embedding   []float32
+	TriageJobID *int64 // the River job that triages the ticket
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // InsertTicketParams are the fields of a new ticket.
@@ -28,12 +29,15 @@ type InsertTicketParams struct {
 	Subject    string
 }
 
-const ticketColumns = `id, customer_id, subject, status, team, priority, draft_reply, embedding, created_at, updated_at`
+// TicketStatuses are the values of Ticket.Status.
+var TicketStatuses = []string{"open", "pending", "solved", "closed"}
+
+const ticketColumns = `id, customer_id, subject, status, team, priority, draft_reply, embedding, triage_job_id, created_at, updated_at`
 
 func scanTicket(row pgx.Row) (*Ticket, error) {
 	var t Ticket
 	if err := row.Scan(&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
-		&t.DraftReply, &t.Embedding, &t.CreatedAt, &t.UpdatedAt); err != nil {
+		&t.DraftReply, &t.Embedding, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt); err != nil {
 		return nil, interpretError(err)
 	}
 	return &t, nil
@@ -57,6 +61,56 @@ func (s *Store) GetTicket(ctx context.Context, id string) (*Ticket, error) {
 		return nil, fmt.Errorf("get ticket %s: %w", id, err)
 	}
 	return t, nil
+}
+
+// SetTicketTriageJob records which job triages the ticket.
+func (s *Store) SetTicketTriageJob(ctx context.Context, id string, jobID int64) error {
+	return s.updateTicket(ctx, id, `triage_job_id = $2`, jobID)
+}
+
+// ListTicketsParams select a page of tickets, newest first.
+type ListTicketsParams struct {
+	CustomerID string     // only this customer's, when set
+	Status     string     // only this status, when set
+	Before     *TicketKey // only tickets older than this one (the previous page's last)
+	Limit      int
+}
+
+// TicketKey is a ticket's place in the newest-first order.
+type TicketKey struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// ListTickets returns a page of tickets, newest first.
+func (s *Store) ListTickets(ctx context.Context, p *ListTicketsParams) ([]*Ticket, error) {
+	var beforeAt *time.Time
+	var beforeID *string
+	if p.Before != nil {
+		beforeAt, beforeID = &p.Before.CreatedAt, &p.Before.ID
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+ticketColumns+` FROM tickets
+		WHERE ($1::text IS NULL OR customer_id = $1)
+		  AND ($2::text IS NULL OR status = $2)
+		  AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
+		ORDER BY created_at DESC, id DESC
+		LIMIT $5`,
+		nullIfEmpty(p.CustomerID), nullIfEmpty(p.Status), beforeAt, beforeID, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list tickets: %w", err)
+	}
+	tickets, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Ticket, error) { return scanTicket(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list tickets: %w", err)
+	}
+	return tickets, nil
+}
+
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // SetTicketClassification records the team and priority that triage chose.

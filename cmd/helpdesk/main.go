@@ -21,6 +21,9 @@ commands:
   migrate     apply the database migrations (River's and helpdesk's); safe to run twice
   serve       run the API and the triage workers until SIGTERM or SIGINT
   jobs        look at and retry jobs: jobs show ID, jobs dead, jobs retry ID
+  apikey      make an API key: apikey create -actor customer:C-0022 | agent:NAME
+  load        load the demo's customers and agents from testdata/demo (-reset empties everything first)
+  demo        show both kinds of duplicate made harmless, on a scratch database
   simulator   run the simulated AI provider on its own
 
 Run "helpdesk <command> --help" for a command's flags.
@@ -47,6 +50,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = cmdServe(ctx, args[1:], getenv, logger, stderr)
 	case "jobs":
 		err = cmdJobs(ctx, args[1:], getenv, stdout, stderr)
+	case "apikey":
+		err = cmdAPIKey(ctx, args[1:], getenv, stdout, stderr)
+	case "load":
+		err = cmdLoad(ctx, args[1:], getenv, stdout, stderr)
+	case "demo":
+		err = cmdDemo(ctx, args[1:], getenv, stdout, stderr)
 	case "simulator":
 		err = cmdSimulator(ctx, args[1:], getenv, logger, stderr)
 	case "help", "-h", "-help", "--help":

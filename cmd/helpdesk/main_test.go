@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -42,8 +43,9 @@ func TestConfigErrorsNameTheVariableAndStopTheStart(t *testing.T) {
 		{"RetryCapBelowBase", "HELPDESK_RETRY_CAP", "1s", "HELPDESK_RETRY_CAP (-retry-cap) = \"1s\": want at least HELPDESK_RETRY_BASE"},
 		{"MaxAttemptsZero", "HELPDESK_TRIAGE_MAX_ATTEMPTS", "0", "HELPDESK_TRIAGE_MAX_ATTEMPTS (-triage-max-attempts)"},
 		{"MaxAttemptsNotANumber", "HELPDESK_TRIAGE_MAX_ATTEMPTS", "five", "HELPDESK_TRIAGE_MAX_ATTEMPTS"},
-		{"HTTPAddrNotLoopback", "HELPDESK_HTTP_ADDR", "0.0.0.0:8080", "HELPDESK_HTTP_ADDR (-http-addr) = \"0.0.0.0:8080\": want a loopback address"},
-		{"HTTPAddrWithoutHost", "HELPDESK_HTTP_ADDR", ":8080", "HELPDESK_HTTP_ADDR"},
+		{"HTTPAddrWithoutPort", "HELPDESK_HTTP_ADDR", "127.0.0.1", "HELPDESK_HTTP_ADDR (-http-addr) = \"127.0.0.1\": want host:port"},
+		{"HTTPAddrBadPort", "HELPDESK_HTTP_ADDR", "127.0.0.1:99999", "HELPDESK_HTTP_ADDR"},
+		{"IdempotencyRetentionNotADuration", "HELPDESK_IDEMPOTENCY_RETENTION", "1 day", "HELPDESK_IDEMPOTENCY_RETENTION"},
 		{"DatabaseURLMissing", "DATABASE_URL", "", "DATABASE_URL (-database-url) is not set"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,7 +73,7 @@ func TestConfigErrorsNameTheVariableAndStopTheStart(t *testing.T) {
 
 	t.Run("HelpOfEveryCommandExitsZero", func(t *testing.T) {
 		t.Parallel()
-		for _, cmd := range []string{"migrate", "serve", "jobs", "simulator"} {
+		for _, cmd := range []string{"migrate", "serve", "jobs", "simulator", "apikey", "load", "demo"} {
 			if code, _, stderr := runCmd(t, nil, cmd, "--help"); code != 0 || !strings.Contains(stderr, "usage: helpdesk "+cmd) {
 				t.Errorf("%s --help: exit %d, %q", cmd, code, stderr)
 			}
@@ -82,7 +84,11 @@ func TestConfigErrorsNameTheVariableAndStopTheStart(t *testing.T) {
 func TestMigrateCommandIsSafeToRunTwice(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"DATABASE_URL": storetest.NewURL(t)}
-	if code, out, stderr := runCmd(t, env, "migrate"); code != 0 || !strings.Contains(out, "applied helpdesk migrations [1]") {
+	all, err := store.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := runCmd(t, env, "migrate"); code != 0 || !strings.Contains(out, "applied helpdesk migrations [1 ") || !strings.Contains(out, fmt.Sprintf(" %d]", len(all))) {
 		t.Fatalf("first migrate: exit %d, %q %q", code, out, stderr)
 	}
 	if code, out, stderr := runCmd(t, env, "migrate"); code != 0 || !strings.Contains(out, "already up to date") {

@@ -29,6 +29,7 @@ type serveConfig struct {
 	TriageMaxAttempts int
 	Workers           int
 	ShutdownGrace     time.Duration
+	IdempotencyKeep   time.Duration
 }
 
 func databaseSetting(fs *flagSet) *setting {
@@ -40,7 +41,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		"Runs the HTTP API and the triage workers. SIGTERM or SIGINT stops fetching jobs,\n"+
 			"lets running ones finish within the grace period, and exits 0.", getenv, stderr)
 	db := databaseSetting(fs)
-	addr := fs.setting("http-addr", "HELPDESK_HTTP_ADDR", "127.0.0.1:8080", "address of the API, loopback only")
+	addr := fs.setting("http-addr", "HELPDESK_HTTP_ADDR", "127.0.0.1:8080", "address of the API")
 	providerURL := fs.setting("provider-url", "HELPDESK_PROVIDER_URL", "", "base URL of an OpenAI-compatible provider; unset: the in-process simulator")
 	providerKey := fs.setting("provider-key", "HELPDESK_PROVIDER_KEY", "", "bearer key for the provider")
 	providerTimeout := fs.setting("provider-timeout", "HELPDESK_PROVIDER_TIMEOUT", "10s", "how long one provider call may take")
@@ -49,6 +50,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	maxAttempts := fs.setting("triage-max-attempts", "HELPDESK_TRIAGE_MAX_ATTEMPTS", "5", "attempts before a triage job becomes a dead letter")
 	workers := fs.setting("workers", "HELPDESK_WORKERS", "10", "jobs worked at once")
 	grace := fs.setting("shutdown-grace", "HELPDESK_SHUTDOWN_GRACE", "30s", "how long running jobs may take to finish on shutdown")
+	keep := fs.setting("idempotency-retention", "HELPDESK_IDEMPOTENCY_RETENTION", "24h", "how long an Idempotency-Key replays its first answer")
 	if err := fs.parse(args); err != nil {
 		return serveConfig{}, err
 	}
@@ -66,11 +68,12 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		TriageMaxAttempts: positiveInt(&e, maxAttempts),
 		Workers:           positiveInt(&e, workers),
 		ShutdownGrace:     duration(&e, grace),
+		IdempotencyKeep:   duration(&e, keep),
 	}
 	var err error
 	cfg.DatabaseURL, err = db.required()
 	e.keep(err)
-	cfg.HTTPAddr, err = addr.loopbackAddr()
+	cfg.HTTPAddr, err = addr.hostPort()
 	e.keep(err)
 	if e.err == nil && cfg.RetryCap < cfg.RetryBase {
 		e.keep(retryCap.fail(fmt.Sprintf("at least HELPDESK_RETRY_BASE (%s)", cfg.RetryBase)))
@@ -123,6 +126,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		TriageBackoff:     jobs.Backoff{Base: cfg.RetryBase, Cap: cfg.RetryCap},
 		TriageMaxAttempts: cfg.TriageMaxAttempts,
 		Workers:           cfg.Workers,
+
+		IdempotencyRetention: cfg.IdempotencyKeep,
 	})
 	if err != nil {
 		return err
@@ -132,7 +137,10 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	if err != nil {
 		return fmt.Errorf("listen on HELPDESK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
-	httpServer := &http.Server{Handler: api.New(logger, queue), ReadHeaderTimeout: 10 * time.Second}
+	httpServer := &http.Server{
+		Handler:           api.New(api.Config{Logger: logger, Pool: pool, Queue: queue, IdempotencyRetention: cfg.IdempotencyKeep}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
 

@@ -109,19 +109,27 @@ func (s *setting) required() (string, error) {
 	return s.val, nil
 }
 
-// loopbackAddr accepts host:port on a loopback address only: until API keys
-// exist, the API must not be reachable from other machines.
-func (s *setting) loopbackAddr() (string, error) {
-	host, port, err := net.SplitHostPort(s.val)
+// hostPort accepts host:port with a valid port.
+func (s *setting) hostPort() (string, error) {
+	_, port, err := net.SplitHostPort(s.val)
 	if err != nil {
 		return "", s.fail("host:port, such as 127.0.0.1:8080")
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return "", s.fail("host:port with a port from 0 to 65535")
 	}
-	ip := net.ParseIP(host)
-	if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return "", s.fail("a loopback address such as 127.0.0.1:8080 (the API has no authentication yet)")
+	return s.val, nil
+}
+
+// loopbackAddr accepts host:port on a loopback address only, for services
+// without authentication such as the simulator.
+func (s *setting) loopbackAddr() (string, error) {
+	if _, err := s.hostPort(); err != nil {
+		return "", err
+	}
+	host, _, _ := net.SplitHostPort(s.val)
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return "", s.fail("a loopback address such as 127.0.0.1:8090 (it has no authentication)")
 	}
 	return s.val, nil
 }

@@ -1,0 +1,254 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"helpdesk/jobs"
+	"helpdesk/store"
+)
+
+// Limits of a new ticket.
+const (
+	maxSubjectChars = 200
+	maxBodyBytes    = 64 << 10
+)
+
+type createTicketRequest struct {
+	CustomerID string `json:"customer_id"`
+	Subject    string `json:"subject"`
+	Body       string `json:"body"`
+}
+
+type createTicketResponse struct {
+	TicketID string `json:"ticket_id"`
+	JobID    int64  `json:"job_id"`
+	State    string `json:"state"`
+}
+
+// validate checks what would otherwise reach the database or, later, a
+// mail header: a subject with CR or LF could forge headers.
+func (req *createTicketRequest) validate() error {
+	if !customerIDRE.MatchString(req.CustomerID) {
+		return unprocessable("invalid_customer_id", "customer_id must look like C-0022, got %q", req.CustomerID)
+	}
+	n := utf8.RuneCountInString(req.Subject)
+	switch {
+	case !utf8.ValidString(req.Subject):
+		return unprocessable("invalid_subject", "subject must be UTF-8")
+	case strings.TrimSpace(req.Subject) == "":
+		return unprocessable("invalid_subject", "subject must not be empty")
+	case n > maxSubjectChars:
+		return unprocessable("invalid_subject", "subject has %d characters; at most %d", n, maxSubjectChars)
+	case strings.IndexFunc(req.Subject, unicode.IsControl) >= 0:
+		return unprocessable("invalid_subject", "subject must not contain control characters such as CR, LF or tab")
+	}
+	switch {
+	case req.Body == "":
+		return unprocessable("invalid_body", "body must not be empty")
+	case len(req.Body) > maxBodyBytes:
+		return unprocessable("invalid_body", "body has %d bytes; at most %d", len(req.Body), maxBodyBytes)
+	case !utf8.ValidString(req.Body):
+		return unprocessable("invalid_body", "body must be UTF-8")
+	case strings.ContainsRune(req.Body, 0):
+		return unprocessable("invalid_body", "body must not contain NUL characters")
+	}
+	return nil
+}
+
+// createTicket answers POST /v1/tickets: the ticket, its first message and
+// its triage job in one transaction, once per Idempotency-Key.
+func (s *Server) createTicket(w http.ResponseWriter, r *http.Request, who Actor) error {
+	if _, err := idempotencyKey(r); err != nil {
+		return err
+	}
+	var req createTicketRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := req.validate(); err != nil {
+		return err
+	}
+	if !who.IsAgent() && req.CustomerID != who.ID {
+		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: "a customer may only open tickets for itself"}
+	}
+	return s.createOnce(w, r, who, req, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
+		if _, err := store.New(tx).GetCustomer(ctx, req.CustomerID); errors.Is(err, store.ErrNotFound) {
+			return 0, nil, unprocessable("unknown_customer", "there is no customer %s", req.CustomerID)
+		} else if err != nil {
+			return 0, nil, err
+		}
+		ticket, jobID, err := s.queue.OpenTicketTx(ctx, tx, &jobs.OpenTicketParams{
+			CustomerID: req.CustomerID, Subject: req.Subject, Body: req.Body, Author: who.String(),
+		})
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusAccepted, createTicketResponse{TicketID: ticket.ID, JobID: jobID, State: jobs.StateQueued}, nil
+	})
+}
+
+type ticketSummary struct {
+	TicketID   string    `json:"ticket_id"`
+	CustomerID string    `json:"customer_id"`
+	Subject    string    `json:"subject"`
+	Status     string    `json:"status"`
+	Team       *string   `json:"team"`
+	Priority   *int16    `json:"priority"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+type triageView struct {
+	JobID       int64   `json:"job_id"`
+	State       string  `json:"state"`
+	Attempt     int     `json:"attempt"`
+	MaxAttempts int     `json:"max_attempts"`
+	LastError   *string `json:"last_error"`
+}
+
+type messageView struct {
+	ID             int64     `json:"id"`
+	Direction      string    `json:"direction"`
+	Author         string    `json:"author"`
+	Body           string    `json:"body"`
+	EmailMessageID *string   `json:"email_message_id"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+type ticketView struct {
+	ticketSummary
+	DraftReply *string       `json:"draft_reply,omitempty"`
+	Triage     *triageView   `json:"triage"`
+	Messages   []messageView `json:"messages"`
+}
+
+func summarize(t *store.Ticket) ticketSummary {
+	return ticketSummary{TicketID: t.ID, CustomerID: t.CustomerID, Subject: t.Subject, Status: t.Status,
+		Team: t.Team, Priority: t.Priority, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+}
+
+// visibleTicket returns the ticket if the actor may see it. Another
+// customer's ticket is not found, never forbidden, so that ticket numbers
+// do not tell a stranger which tickets exist.
+func (s *Server) visibleTicket(ctx context.Context, who Actor, id string) (*store.Ticket, error) {
+	ticket, err := store.New(s.pool).GetTicket(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !who.IsAgent() && ticket.CustomerID != who.ID {
+		return nil, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "ticket " + id + " not found"}
+	}
+	return ticket, nil
+}
+
+// getTicket answers GET /v1/tickets/{id}. Customers do not see the drafted
+// reply or internal notes.
+func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who Actor) error {
+	ctx := r.Context()
+	ticket, err := s.visibleTicket(ctx, who, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	msgs, err := store.New(s.pool).ListMessages(ctx, ticket.ID)
+	if err != nil {
+		return err
+	}
+	view := ticketView{ticketSummary: summarize(ticket), Messages: []messageView{}}
+	if who.IsAgent() {
+		view.DraftReply = ticket.DraftReply
+	}
+	for _, m := range msgs {
+		if m.Direction == store.DirectionNote && !who.IsAgent() {
+			continue
+		}
+		view.Messages = append(view.Messages, messageView{ID: m.ID, Direction: m.Direction, Author: m.Author,
+			Body: m.Body, EmailMessageID: m.EmailMessageID, CreatedAt: m.CreatedAt})
+	}
+	if ticket.TriageJobID != nil {
+		view.Triage = &triageView{JobID: *ticket.TriageJobID}
+		status, err := s.queue.Get(ctx, *ticket.TriageJobID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// River's cleaner deletes finished jobs after a retention period.
+			view.Triage.State = "expired"
+		case err != nil:
+			return err
+		default:
+			view.Triage.State, view.Triage.Attempt, view.Triage.MaxAttempts, view.Triage.LastError =
+				status.State, status.Attempt, status.MaxAttempts, status.LastError
+		}
+	}
+	writeJSON(w, http.StatusOK, view)
+	return nil
+}
+
+// listTickets answers GET /v1/tickets[?status=open][&limit=N][&cursor=C],
+// newest first. Agents see every ticket, customers their own.
+func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who Actor) error {
+	q := r.URL.Query()
+	params := store.ListTicketsParams{Status: q.Get("status"), Limit: 50}
+	if !who.IsAgent() {
+		params.CustomerID = who.ID
+	}
+	if params.Status != "" && !slices.Contains(store.TicketStatuses, params.Status) {
+		return badRequest("invalid_status", "status must be one of "+strings.Join(store.TicketStatuses, ", "))
+	}
+	if v := q.Get("limit"); v != "" {
+		limit, err := strconv.Atoi(v)
+		if err != nil || limit < 1 || limit > maxListLimit {
+			return badRequest("invalid_limit", "limit must be 1 to "+strconv.Itoa(maxListLimit)+", got "+strconv.Quote(v))
+		}
+		params.Limit = limit
+	}
+	if v := q.Get("cursor"); v != "" {
+		key, err := decodeCursor(v)
+		if err != nil {
+			return badRequest("invalid_cursor", "cursor must be a next_cursor value from an earlier page")
+		}
+		params.Before = key
+	}
+	tickets, err := store.New(s.pool).ListTickets(r.Context(), &params)
+	if err != nil {
+		return err
+	}
+	out := make([]ticketSummary, 0, len(tickets))
+	for _, t := range tickets {
+		out = append(out, summarize(t))
+	}
+	body := map[string]any{"tickets": out}
+	if len(tickets) == params.Limit {
+		last := tickets[len(tickets)-1]
+		body["next_cursor"] = encodeCursor(store.TicketKey{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+// A cursor is the last ticket's place in the order, opaque to clients.
+func encodeCursor(k store.TicketKey) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(k.CreatedAt.UnixMicro(), 10) + "|" + k.ID))
+}
+
+func decodeCursor(s string) (*store.TicketKey, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	micros, id, ok := strings.Cut(string(raw), "|")
+	n, err := strconv.ParseInt(micros, 10, 64)
+	if !ok || err != nil || id == "" {
+		return nil, errors.New("malformed cursor")
+	}
+	return &store.TicketKey{CreatedAt: time.UnixMicro(n), ID: id}, nil
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"helpdesk/jobs/jobstest"
+	"helpdesk/store"
+	"helpdesk/store/storetest"
+)
+
+func TestDemoShowsBothDuplicatesMadeHarmless(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	start := time.Now()
+	res, err := runDemo(context.Background(), storetest.URL(), filepath.Join("..", "..", "testdata", "demo"), &out, jobstest.Logger())
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("the demo took %s, want under 15s", took)
+	}
+
+	if res.First.TicketID != "T-500001" || res.Second.TicketID != res.First.TicketID || res.Second.JobID != res.First.JobID || !res.Second.Replayed {
+		t.Errorf("part 1 answers: %+v then %+v", res.First, res.Second)
+	}
+	if res.AfterRequests != (store.Counts{Tickets: 1, Jobs: 1, AIResults: 0}) {
+		t.Errorf("after the requests: %+v", res.AfterRequests)
+	}
+	if res.CrashState.State != "running" || res.CrashState.Attempt != 1 || res.AfterCrash != (store.Counts{Tickets: 1, Jobs: 1, AIResults: 2}) {
+		t.Errorf("after the crash: %+v %+v", res.CrashState, res.AfterCrash)
+	}
+	if res.EndState.State != "succeeded" || res.EndState.Attempt != 2 || res.AfterAll != (store.Counts{Tickets: 1, Jobs: 1, AIResults: 3}) {
+		t.Errorf("at the end: %+v %+v", res.EndState, res.AfterAll)
+	}
+	if calls := jobstest.TotalCalls(res.ProviderCalls); calls != 3 {
+		t.Errorf("provider calls %v, want 3", res.ProviderCalls)
+	}
+	for _, want := range []string{
+		"second: 202 ticket T-500001 job 1 (Idempotent-Replayed: true)",
+		"stopped by: store/idempotency_keys.go:",
+		"stopped by: jobs/triage.go:",
+		"store/ai_runs.go:",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestLoadAndAPIKeyCommands(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": migratedURL(t)}
+	dir := filepath.Join("..", "..", "testdata", "demo")
+
+	if code, out, stderr := runCmd(t, env, "load", "-reset", "-dir", dir); code != 0 || !strings.Contains(out, "loaded 50 customers and 3 agents") {
+		t.Fatalf("load: exit %d %q %q", code, out, stderr)
+	}
+	if code, out, _ := runCmd(t, env, "load", "-dir", dir); code != 0 || !strings.Contains(out, "loaded 50 customers") {
+		t.Errorf("loading twice: exit %d %q", code, out)
+	}
+	if code, _, stderr := runCmd(t, env, "load", "-dir", t.TempDir()); code != 2 || !strings.Contains(stderr, "customers.csv") {
+		t.Errorf("load from an empty folder: exit %d %q", code, stderr)
+	}
+
+	code, out, _ := runCmd(t, env, "apikey", "create", "-actor", "customer:C-0022")
+	if code != 0 || !strings.HasPrefix(out, "hd_") {
+		t.Errorf("apikey create: exit %d %q", code, out)
+	}
+	for _, actor := range []string{"customer:C-0099", "agent:nobody", "root", "customer:22"} {
+		if code, _, stderr := runCmd(t, env, "apikey", "create", "-actor", actor); code != 2 || stderr == "" {
+			t.Errorf("apikey for %s: exit %d %q, want 2 with a message", actor, code, stderr)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package jobs
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"helpdesk/store"
+)
+
+// PruneArgs is the periodic job that deletes expired Idempotency-Keys.
+type PruneArgs struct{}
+
+// Kind is River's name for the job.
+func (PruneArgs) Kind() string { return "idempotency_prune" }
+
+// pruneSchedule runs the prune at start and then a few times per retention,
+// so a key outlives its retention by at most a sixth of it (an hour at the
+// default 24h). Retention itself is exact: a stale key is never replayed.
+func pruneSchedule(retention time.Duration) *river.PeriodicJob {
+	every := min(max(retention/6, time.Minute), time.Hour)
+	return river.NewPeriodicJob(river.PeriodicInterval(every),
+		func() (river.JobArgs, *river.InsertOpts) { return PruneArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true, ID: "idempotency_prune"})
+}
+
+type pruneWorker struct {
+	river.WorkerDefaults[PruneArgs]
+	pool      *pgxpool.Pool
+	retention time.Duration
+	logger    *slog.Logger
+}
+
+func (w *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error {
+	n, err := store.New(w.pool).PruneIdempotencyKeys(ctx, w.retention)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		w.logger.InfoContext(ctx, "pruned expired idempotency keys", slog.Int64("deleted", n), slog.Duration("retention", w.retention))
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// Reset empties helpdesk's tables and River's jobs and starts ticket
+// numbers at T-500001 again, for demo data. It is not reversible.
+func (s *Store) Reset(ctx context.Context) error {
+	_, err := s.db.Exec(ctx, `TRUNCATE ai_runs, messages, tickets, customers, agents, api_keys, idempotency_keys, river_job RESTART IDENTITY;
+		ALTER SEQUENCE ticket_number_seq RESTART WITH 500001`)
+	if err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	return nil
+}
+
+// Counts are the row counts a person checks after a duplicate: one ticket,
+// one job, one result per step.
+type Counts struct {
+	Tickets   int
+	Jobs      int
+	AIResults int
+}
+
+// CountRows counts tickets, River jobs of the kind and AI results.
+func (s *Store) CountRows(ctx context.Context, jobKind string) (Counts, error) {
+	var c Counts
+	err := s.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM tickets), (SELECT count(*) FROM river_job WHERE kind = $1), (SELECT count(*) FROM ai_runs)`, jobKind).
+		Scan(&c.Tickets, &c.Jobs, &c.AIResults)
+	if err != nil {
+		return Counts{}, fmt.Errorf("count rows: %w", err)
+	}
+	return c, nil
+}
