@@ -45,6 +45,8 @@ func New(config Config) *Server {
 	})
 	s.route("/v1/tickets", map[string]handlerFunc{http.MethodGet: s.listTickets, http.MethodPost: s.createTicket})
 	s.route("/v1/tickets/{id}", map[string]handlerFunc{http.MethodGet: s.getTicket})
+	s.route("/v1/tickets/{id}/replies", map[string]handlerFunc{http.MethodPost: s.createReply})
+	s.route("/v1/tickets/{id}/messages", map[string]handlerFunc{http.MethodGet: s.listMessages})
 	s.route("/v1/jobs", map[string]handlerFunc{http.MethodGet: s.listJobs})
 	s.route("/v1/jobs/{id}", map[string]handlerFunc{http.MethodGet: s.getJob})
 	s.route("/v1/jobs/{id}/retry", map[string]handlerFunc{http.MethodPost: s.retryJob})

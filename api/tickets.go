@@ -53,17 +53,7 @@ func (req *createTicketRequest) validate() error {
 	case strings.IndexFunc(req.Subject, unicode.IsControl) >= 0:
 		return unprocessable("invalid_subject", "subject must not contain control characters such as CR, LF or tab")
 	}
-	switch {
-	case req.Body == "":
-		return unprocessable("invalid_body", "body must not be empty")
-	case len(req.Body) > maxBodyBytes:
-		return unprocessable("invalid_body", "body has %d bytes; at most %d", len(req.Body), maxBodyBytes)
-	case !utf8.ValidString(req.Body):
-		return unprocessable("invalid_body", "body must be UTF-8")
-	case strings.ContainsRune(req.Body, 0):
-		return unprocessable("invalid_body", "body must not contain NUL characters")
-	}
-	return nil
+	return validateText("body", req.Body)
 }
 
 // createTicket answers POST /v1/tickets: the ticket, its first message and
@@ -133,6 +123,11 @@ type ticketView struct {
 	Messages   []messageView `json:"messages"`
 }
 
+func viewMessage(m *store.Message) messageView {
+	return messageView{ID: m.ID, Direction: m.Direction, Author: m.Author, Body: m.Body,
+		EmailMessageID: m.EmailMessageID, CreatedAt: m.CreatedAt}
+}
+
 func summarize(t *store.Ticket) ticketSummary {
 	return ticketSummary{TicketID: t.ID, CustomerID: t.CustomerID, Subject: t.Subject, Status: t.Status,
 		Team: t.Team, Priority: t.Priority, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
@@ -172,8 +167,7 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who Actor) er
 		if m.Direction == store.DirectionNote && !who.IsAgent() {
 			continue
 		}
-		view.Messages = append(view.Messages, messageView{ID: m.ID, Direction: m.Direction, Author: m.Author,
-			Body: m.Body, EmailMessageID: m.EmailMessageID, CreatedAt: m.CreatedAt})
+		view.Messages = append(view.Messages, viewMessage(m))
 	}
 	if ticket.TriageJobID != nil {
 		view.Triage = &triageView{JobID: *ticket.TriageJobID}

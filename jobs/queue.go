@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"helpdesk/jobs/provider"
+	"helpdesk/mail"
 	"helpdesk/store"
 )
 
@@ -30,6 +31,13 @@ type Config struct {
 	// IdempotencyRetention is how long an Idempotency-Key is kept; a
 	// periodic job prunes older ones. Default 24h.
 	IdempotencyRetention time.Duration
+
+	// Outbound email. Without a Relay, replies are refused (ErrNoRelay).
+	MailDomain       string        // Message-IDs are minted on it; default helpdesk.localhost
+	From             *mail.Address // the From of every reply; default Support <support@MailDomain>
+	Relay            *mail.Relay
+	EmailBackoff     Backoff // default base 5s, cap 15m
+	EmailMaxAttempts int     // default 8; then the email is a dead letter
 
 	// Knobs that tests and benchmarks turn; production keeps River's defaults.
 	FetchPollInterval    time.Duration
@@ -56,6 +64,21 @@ func (c *Config) setDefaults() {
 	}
 	if c.IdempotencyRetention <= 0 {
 		c.IdempotencyRetention = 24 * time.Hour
+	}
+	if c.MailDomain == "" {
+		c.MailDomain = "helpdesk.localhost"
+	}
+	if c.From == nil && c.Relay != nil {
+		c.From = &mail.Address{Name: "Support", Address: "support@" + c.MailDomain}
+	}
+	if c.EmailBackoff.Base <= 0 {
+		c.EmailBackoff.Base = 5 * time.Second
+	}
+	if c.EmailBackoff.Cap <= 0 {
+		c.EmailBackoff.Cap = 15 * time.Minute
+	}
+	if c.EmailMaxAttempts <= 0 {
+		c.EmailMaxAttempts = 8
 	}
 }
 
@@ -88,6 +111,12 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 		}
 		if err := river.AddWorkerSafely(workers, &pruneWorker{pool: pool, retention: config.IdempotencyRetention, logger: config.Logger}); err != nil {
 			return nil, fmt.Errorf("register prune worker: %w", err)
+		}
+		if config.Relay != nil {
+			if err := river.AddWorkerSafely(workers, &EmailWorker{pool: pool, relay: config.Relay, from: config.From,
+				backoff: config.EmailBackoff, logger: config.Logger}); err != nil {
+				return nil, fmt.Errorf("register email worker: %w", err)
+			}
 		}
 		queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: config.Workers}}
 		periodic = []*river.PeriodicJob{pruneSchedule(config.IdempotencyRetention)}
@@ -142,6 +171,10 @@ type OpenTicketParams struct {
 	Subject    string
 	Body       string
 	Author     string // who wrote the first message; default the customer
+
+	// EmailMessageID is the first message's Message-ID when the ticket came
+	// by email; empty mints a synthetic thread root.
+	EmailMessageID string
 }
 
 // OpenTicket writes a ticket, its first message and its triage job in one
@@ -165,8 +198,14 @@ func (q *Queue) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams
 	if author == "" {
 		author = "customer:" + p.CustomerID
 	}
+	// The first message stands for the thread's root: a ticket that did not
+	// come by email gets a synthetic Message-ID that every reply references.
+	root := p.EmailMessageID
+	if root == "" {
+		root = mail.NewRootMessageID(q.config.MailDomain, ticket.ID)
+	}
 	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{
-		TicketID: ticket.ID, Direction: store.DirectionInbound, Author: author, Body: p.Body,
+		TicketID: ticket.ID, Direction: store.DirectionInbound, Author: author, Body: p.Body, EmailMessageID: &root,
 	}); err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}

@@ -263,8 +263,20 @@ func (q *Queue) Retry(ctx context.Context, id int64) (Status, error) {
 			return fmt.Errorf("retry job %d: %w", id, err)
 		}
 		budget := row.MaxAttempts
-		if row.Kind == (TriageArgs{}).Kind() {
+		switch row.Kind {
+		case TriageArgs{}.Kind():
 			budget = q.config.TriageMaxAttempts
+		case EmailArgs{}.Kind():
+			budget = q.config.EmailMaxAttempts
+			// A person asks to try again everyone not yet served; those
+			// already served keep their single copy.
+			msgID, err := store.New(tx).OutboundMessageOfJob(ctx, id)
+			if err != nil {
+				return err
+			}
+			if err := store.New(tx).ResetFailedRecipients(ctx, msgID); err != nil {
+				return err
+			}
 		}
 		if err := store.New(tx).RestoreJobAttempts(ctx, id, budget); err != nil {
 			return err

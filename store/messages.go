@@ -69,3 +69,54 @@ func (s *Store) ListMessages(ctx context.Context, ticketID string) ([]*Message, 
 	}
 	return msgs, nil
 }
+
+// ThreadIDs are the Message-IDs a reply's thread headers are built from.
+type ThreadIDs struct {
+	Root    string   // the ticket's first message's, the thread root
+	Earlier []string // every earlier message's that has one, oldest first
+	Parent  string   // the newest earlier inbound message's, else Root
+}
+
+// ReplyThread collects the Message-IDs of the messages before reply on its
+// ticket. The reply itself is left out explicitly (id <> reply): its own
+// Message-ID is stored before the first send, and a message is never its
+// own ancestor, on the first attempt or the tenth.
+func (s *Store) ReplyThread(ctx context.Context, reply *Message) (*ThreadIDs, error) {
+	rows, err := s.db.Query(ctx, `SELECT email_message_id, direction FROM messages
+		WHERE ticket_id = $1
+		  AND email_message_id IS NOT NULL
+		  AND id <> $2
+		  AND created_at <= $3
+		ORDER BY created_at, id`, reply.TicketID, reply.ID, reply.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("thread of message %d: %w", reply.ID, err)
+	}
+	defer rows.Close()
+	t := &ThreadIDs{}
+	for rows.Next() {
+		var id, direction string
+		if err := rows.Scan(&id, &direction); err != nil {
+			return nil, fmt.Errorf("thread of message %d: %w", reply.ID, err)
+		}
+		if t.Root == "" {
+			t.Root = id
+		}
+		t.Earlier = append(t.Earlier, id)
+		if direction == DirectionInbound {
+			t.Parent = id
+		}
+	}
+	if t.Parent == "" {
+		t.Parent = t.Root
+	}
+	return t, rows.Err()
+}
+
+// GetMessage returns the message with the given id, or ErrNotFound.
+func (s *Store) GetMessage(ctx context.Context, id int64) (*Message, error) {
+	m, err := scanMessage(s.db.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("get message %d: %w", id, err)
+	}
+	return m, nil
+}

@@ -8,7 +8,8 @@ import (
 // Reset empties helpdesk's tables and River's jobs and starts ticket
 // numbers at T-500001 again, for demo data. It is not reversible.
 func (s *Store) Reset(ctx context.Context) error {
-	_, err := s.db.Exec(ctx, `TRUNCATE ai_runs, messages, tickets, customers, agents, api_keys, idempotency_keys, river_job RESTART IDENTITY;
+	_, err := s.db.Exec(ctx, `TRUNCATE outbound_recipients, outbound_emails, smtp_relays, ai_runs, messages, tickets, customers, agents,
+		api_keys, idempotency_keys, river_job RESTART IDENTITY;
 		ALTER SEQUENCE ticket_number_seq RESTART WITH 500001`)
 	if err != nil {
 		return fmt.Errorf("reset: %w", err)

@@ -16,9 +16,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
+	gomail "github.com/emersion/go-message/mail"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -26,6 +28,8 @@ import (
 	"helpdesk/jobs"
 	"helpdesk/jobs/provider"
 	"helpdesk/jobs/provider/simulator"
+	"helpdesk/mail"
+	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )
 
@@ -59,6 +63,56 @@ type demoResult struct {
 	AfterCrash, AfterAll store.Counts
 	CrashState, EndState jobs.Status
 	ProviderCalls        map[string]int
+	Reply                replyAnswer
+	Deliveries           []threadHeaders
+}
+
+type replyAnswer struct {
+	MessageID      int64  `json:"message_id"`
+	EmailMessageID string `json:"email_message_id"`
+	JobID          int64  `json:"job_id"`
+}
+
+// threadHeaders are a delivered mail's thread headers, read back with go-message.
+type threadHeaders struct {
+	MessageID  string
+	InReplyTo  string
+	References []string
+	Raw        []byte
+}
+
+func deliveredHeaders(raw []byte) (threadHeaders, error) {
+	r, err := gomail.CreateReader(bytes.NewReader(raw))
+	if err != nil {
+		return threadHeaders{}, fmt.Errorf("read back the sent mail: %w", err)
+	}
+	h := threadHeaders{Raw: raw}
+	id, err1 := r.Header.MessageID()
+	irt, err2 := r.Header.MsgIDList("In-Reply-To")
+	refs, err3 := r.Header.MsgIDList("References")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return h, fmt.Errorf("read back the sent mail's headers: %w", err)
+	}
+	h.MessageID = "<" + id + ">"
+	if len(irt) > 0 {
+		h.InReplyTo = "<" + irt[0] + ">"
+	}
+	for _, ref := range refs {
+		h.References = append(h.References, "<"+ref+">")
+	}
+	return h, nil
+}
+
+func postReply(ctx context.Context, apiURL, key, ticketID, idemKey, body string) (replyAnswer, error) {
+	var a replyAnswer
+	status, raw, err := post(ctx, apiURL+"/v1/tickets/"+ticketID+"/replies", key, idemKey, body)
+	if err != nil {
+		return a, err
+	}
+	if status != http.StatusAccepted {
+		return a, fmt.Errorf("POST replies answered %d: %s", status, raw)
+	}
+	return a, json.Unmarshal(raw, &a)
 }
 
 type createAnswer struct {
@@ -99,10 +153,24 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 	if err != nil {
 		return nil, err
 	}
+	// The fake SMTP server reads the demo's first email and drops the
+	// connection before answering: the lost acknowledgement of Part 3.
+	smtpServer, err := smtptest.Listen()
+	if err != nil {
+		return nil, err
+	}
+	defer smtpServer.Close()
+	smtpServer.Script(smtptest.Fault{DropAfterBody: true})
+	relay, err := mail.NewRelay(mail.RelayConfig{URL: smtpServer.URL(), HeloName: "helpdesk.example.com",
+		CommandTimeout: 2 * time.Second, BodyTimeout: 2 * time.Second, ReplyTimeout: 2 * time.Second})
+	if err != nil {
+		return nil, err
+	}
 	// Worker 2 treats a job running for over a second as stuck, so the demo
 	// does not wait River's default hour for the rescue.
 	config := jobs.Config{Logger: logger, Provider: client, FetchPollInterval: 100 * time.Millisecond,
-		RescueStuckJobsAfter: time.Second, JobTimeout: time.Second}
+		RescueStuckJobsAfter: time.Second, JobTimeout: time.Second,
+		MailDomain: "helpdesk.example.com", Relay: relay, EmailBackoff: jobs.Backoff{Base: 200 * time.Millisecond, Cap: time.Second}}
 	queue, err := jobs.New(pool, config)
 	if err != nil {
 		return nil, err
@@ -200,6 +268,46 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 	expect("counts at the end", res.AfterAll, store.Counts{Tickets: 1, Jobs: 1, AIResults: 3})
 	expect("provider calls", total, 3)
 
+	fmt.Fprintln(out, "Part 3: an agent's reply whose first send loses its acknowledgement")
+	agentKey, err := createAPIKey(ctx, store.New(pool), api.Actor{Kind: "agent", ID: "alice"})
+	if err != nil {
+		return nil, err
+	}
+	if res.Reply, err = postReply(ctx, apiURL, agentKey, res.First.TicketID, "reply-key-0001",
+		`{"body": "Hello Ada,\n\nwe refunded the second charge of invoice 1042.\n\nAlice"}`); err != nil {
+		return nil, err
+	}
+	if _, err := waitForJob(ctx, queue, res.Reply.JobID, jobs.StateSucceeded, 10*time.Second); err != nil {
+		return nil, err
+	}
+	for i, d := range smtpServer.Deliveries() {
+		h, err := deliveredHeaders(d.Raw)
+		if err != nil {
+			return nil, err
+		}
+		res.Deliveries = append(res.Deliveries, h)
+		label := map[bool]string{true: "delivery 1 (acknowledgement lost)", false: fmt.Sprintf("delivery %d", i+1)}[i == 0]
+		fmt.Fprintf(out, "  %s:\n    Message-ID:  %s\n    In-Reply-To: %s\n    References:  %s\n",
+			label, h.MessageID, h.InReplyTo, strings.Join(h.References, " "))
+	}
+	if len(res.Deliveries) == 2 {
+		fmt.Fprintf(out, "  same Message-ID: %v; same bytes: %v; cites itself: %v\n",
+			res.Deliveries[0].MessageID == res.Deliveries[1].MessageID, bytes.Equal(res.Deliveries[0].Raw, res.Deliveries[1].Raw),
+			slices.Contains(append(res.Deliveries[1].References, res.Deliveries[1].InReplyTo), res.Deliveries[1].MessageID))
+	}
+	fmt.Fprintf(out, "  stopped by: %s, which renders the bytes once and sends them on every retry,\n", funcLocation((*jobs.EmailWorker).Work))
+	fmt.Fprintf(out, "              and %s, whose query leaves the reply itself out (id <> reply)\n", funcLocation((*store.Store).ReplyThread))
+	expect("deliveries of the reply", len(res.Deliveries), 2)
+	if len(res.Deliveries) == 2 {
+		a, b := res.Deliveries[0], res.Deliveries[1]
+		expect("the retry's Message-ID", b.MessageID, a.MessageID)
+		expect("the stored Message-ID", a.MessageID, res.Reply.EmailMessageID)
+		expect("the retry's bytes are the first's", bytes.Equal(a.Raw, b.Raw), true)
+		for _, h := range res.Deliveries {
+			expect("the reply cites itself", slices.Contains(append(h.References, h.InReplyTo), h.MessageID), false)
+		}
+	}
+
 	fmt.Fprintf(out, "Done in %.1fs.\n", time.Since(start).Seconds())
 	if len(mismatches) > 0 {
 		return res, fmt.Errorf("%w:\n  %s", errDemoMismatch, strings.Join(mismatches, "\n  "))
@@ -282,7 +390,6 @@ func postTicket(ctx context.Context, apiURL, key, idemKey, body string) (createA
 		return createAnswer{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(api.HeaderIdempotencyKey, idemKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -298,6 +405,22 @@ func postTicket(ctx context.Context, apiURL, key, idemKey, body string) (createA
 		return a, fmt.Errorf("POST /v1/tickets: %w", err)
 	}
 	return a, nil
+}
+
+func post(ctx context.Context, url, key, idemKey, body string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewBufferString(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set(api.HeaderIdempotencyKey, idemKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw, err
 }
 
 func waitForJob(ctx context.Context, q *jobs.Queue, id int64, state string, timeout time.Duration) (jobs.Status, error) {

@@ -40,11 +40,23 @@ func TestDemoShowsBothDuplicatesMadeHarmless(t *testing.T) {
 	if calls := jobstest.TotalCalls(res.ProviderCalls); calls != 3 {
 		t.Errorf("provider calls %v, want 3", res.ProviderCalls)
 	}
+	if len(res.Deliveries) != 2 || res.Deliveries[0].MessageID != res.Deliveries[1].MessageID ||
+		!bytes.Equal(res.Deliveries[0].Raw, res.Deliveries[1].Raw) || res.Deliveries[0].MessageID != res.Reply.EmailMessageID {
+		t.Errorf("part 3 deliveries: %+v", res.Deliveries)
+	}
+	for _, d := range res.Deliveries {
+		for _, id := range append(d.References, d.InReplyTo) {
+			if id == d.MessageID {
+				t.Errorf("a delivery cites itself: %+v", d)
+			}
+		}
+	}
 	for _, want := range []string{
 		"second: 202 ticket T-500001 job 1 (Idempotent-Replayed: true)",
 		"stopped by: store/idempotency_keys.go:",
 		"stopped by: jobs/triage.go:",
 		"store/ai_runs.go:",
+		"same Message-ID: true; same bytes: true; cites itself: false",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

@@ -45,6 +45,10 @@ func TestConfigErrorsNameTheVariableAndStopTheStart(t *testing.T) {
 		{"MaxAttemptsNotANumber", "HELPDESK_TRIAGE_MAX_ATTEMPTS", "five", "HELPDESK_TRIAGE_MAX_ATTEMPTS"},
 		{"HTTPAddrWithoutPort", "HELPDESK_HTTP_ADDR", "127.0.0.1", "HELPDESK_HTTP_ADDR (-http-addr) = \"127.0.0.1\": want host:port"},
 		{"HTTPAddrBadPort", "HELPDESK_HTTP_ADDR", "127.0.0.1:99999", "HELPDESK_HTTP_ADDR"},
+		{"SMTPURLWrongScheme", "HELPDESK_SMTP_URL", "http://mail.example.com", "HELPDESK_SMTP_URL (-smtp-url)"},
+		{"MailDomainNotADomain", "HELPDESK_MAIL_DOMAIN", "not a domain", "HELPDESK_MAIL_DOMAIN (-mail-domain)"},
+		{"FromNotAnAddress", "HELPDESK_FROM", "Support", "HELPDESK_FROM (-from)"},
+		{"EmailMaxAttemptsZero", "HELPDESK_EMAIL_MAX_ATTEMPTS", "0", "HELPDESK_EMAIL_MAX_ATTEMPTS"},
 		{"IdempotencyRetentionNotADuration", "HELPDESK_IDEMPOTENCY_RETENTION", "1 day", "HELPDESK_IDEMPOTENCY_RETENTION"},
 		{"DatabaseURLMissing", "DATABASE_URL", "", "DATABASE_URL (-database-url) is not set"},
 	} {

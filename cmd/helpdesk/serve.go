@@ -8,12 +8,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"time"
 
 	"helpdesk/api"
 	"helpdesk/jobs"
 	"helpdesk/jobs/provider"
 	"helpdesk/jobs/provider/simulator"
+	"helpdesk/mail"
+	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )
 
@@ -30,7 +33,17 @@ type serveConfig struct {
 	Workers           int
 	ShutdownGrace     time.Duration
 	IdempotencyKeep   time.Duration
+
+	SMTPURL          string // empty: an in-process fake SMTP server that keeps mail in memory
+	MailDomain       string
+	From             *mail.Address
+	EmailRetryBase   time.Duration
+	EmailRetryCap    time.Duration
+	EmailMaxAttempts int
+	SMTPTimeout      time.Duration
 }
+
+var mailDomainRE = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)+$`)
 
 func databaseSetting(fs *flagSet) *setting {
 	return fs.setting("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
@@ -51,6 +64,13 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	workers := fs.setting("workers", "HELPDESK_WORKERS", "10", "jobs worked at once")
 	grace := fs.setting("shutdown-grace", "HELPDESK_SHUTDOWN_GRACE", "30s", "how long running jobs may take to finish on shutdown")
 	keep := fs.setting("idempotency-retention", "HELPDESK_IDEMPOTENCY_RETENTION", "24h", "how long an Idempotency-Key replays its first answer")
+	smtpURL := fs.setting("smtp-url", "HELPDESK_SMTP_URL", "", "smtp://user:pass@host:587 (STARTTLS when offered; ?tls=required insists), smtps://…, smtp://host:25; unset: an in-process fake that keeps mail in memory")
+	domain := fs.setting("mail-domain", "HELPDESK_MAIL_DOMAIN", "helpdesk.localhost", "domain of minted Message-IDs and of EHLO")
+	from := fs.setting("from", "HELPDESK_FROM", "", "From of replies, with a display name; default Support <support@MAIL_DOMAIN>")
+	emailBase := fs.setting("email-retry-base", "HELPDESK_EMAIL_RETRY_BASE", "5s", "longest wait after an email's first temporary failure")
+	emailCap := fs.setting("email-retry-cap", "HELPDESK_EMAIL_RETRY_CAP", "15m", "longest wait after any email failure")
+	emailAttempts := fs.setting("email-max-attempts", "HELPDESK_EMAIL_MAX_ATTEMPTS", "8", "attempts before an email becomes a dead letter")
+	smtpTimeout := fs.setting("smtp-timeout", "HELPDESK_SMTP_TIMEOUT", "1m", "deadline of each SMTP phase")
 	if err := fs.parse(args); err != nil {
 		return serveConfig{}, err
 	}
@@ -69,6 +89,24 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		Workers:           positiveInt(&e, workers),
 		ShutdownGrace:     duration(&e, grace),
 		IdempotencyKeep:   duration(&e, keep),
+		SMTPURL:           smtpURL.val,
+		MailDomain:        domain.val,
+		EmailRetryBase:    duration(&e, emailBase),
+		EmailRetryCap:     duration(&e, emailCap),
+		EmailMaxAttempts:  positiveInt(&e, emailAttempts),
+		SMTPTimeout:       duration(&e, smtpTimeout),
+	}
+	if !mailDomainRE.MatchString(cfg.MailDomain) {
+		e.keep(domain.fail("a domain name such as support.example.com"))
+	}
+	fromValue := from.val
+	if fromValue == "" {
+		fromValue = "Support <support@" + cfg.MailDomain + ">"
+	}
+	if a, err := mail.ParseAddress(fromValue); err != nil {
+		e.keep(from.fail("an address such as \"Example Support <support@example.com>\""))
+	} else {
+		cfg.From = a
 	}
 	var err error
 	cfg.DatabaseURL, err = db.required()
@@ -77,6 +115,14 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	e.keep(err)
 	if e.err == nil && cfg.RetryCap < cfg.RetryBase {
 		e.keep(retryCap.fail(fmt.Sprintf("at least HELPDESK_RETRY_BASE (%s)", cfg.RetryBase)))
+	}
+	if e.err == nil && cfg.EmailRetryCap < cfg.EmailRetryBase {
+		e.keep(emailCap.fail(fmt.Sprintf("at least HELPDESK_EMAIL_RETRY_BASE (%s)", cfg.EmailRetryBase)))
+	}
+	if e.err == nil && cfg.SMTPURL != "" {
+		if _, err := mail.NewRelay(mail.RelayConfig{URL: cfg.SMTPURL}); err != nil {
+			e.keep(smtpURL.fail(err.Error()))
+		}
 	}
 	return cfg, e.err
 }
@@ -120,6 +166,22 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	if err != nil {
 		return err
 	}
+	smtpURL := cfg.SMTPURL
+	if smtpURL == "" {
+		sink, err := smtptest.Listen()
+		if err != nil {
+			return err
+		}
+		defer sink.Close()
+		smtpURL = sink.URL()
+		logger.Warn("HELPDESK_SMTP_URL is not set: replies go to an in-process fake SMTP server that keeps them in memory and sends nothing",
+			slog.String("addr", sink.Addr))
+	}
+	relay, err := mail.NewRelay(mail.RelayConfig{URL: smtpURL, HeloName: cfg.MailDomain,
+		CommandTimeout: cfg.SMTPTimeout, BodyTimeout: 2 * cfg.SMTPTimeout, ReplyTimeout: 5 * cfg.SMTPTimeout})
+	if err != nil {
+		return err
+	}
 	queue, err := jobs.New(pool, jobs.Config{
 		Logger:            logger,
 		Provider:          client,
@@ -128,6 +190,12 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		Workers:           cfg.Workers,
 
 		IdempotencyRetention: cfg.IdempotencyKeep,
+
+		MailDomain:       cfg.MailDomain,
+		From:             cfg.From,
+		Relay:            relay,
+		EmailBackoff:     jobs.Backoff{Base: cfg.EmailRetryBase, Cap: cfg.EmailRetryCap},
+		EmailMaxAttempts: cfg.EmailMaxAttempts,
 	})
 	if err != nil {
 		return err

@@ -9,11 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"helpdesk/jobs"
 	"helpdesk/jobs/provider"
 	"helpdesk/jobs/provider/simulator"
+	"helpdesk/mail"
+	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 	"helpdesk/store/storetest"
 )
@@ -68,6 +71,48 @@ func SetupOn(tb testing.TB, pool *pgxpool.Pool) *Bundle {
 			FetchPollInterval: 50 * time.Millisecond,
 		},
 	}
+}
+
+// WithSMTP starts a fake SMTP server and points the queue's relay at it,
+// with short timeouts and a backoff of 10ms to 50ms.
+func (b *Bundle) WithSMTP(tb testing.TB) *smtptest.Server {
+	tb.Helper()
+	srv := smtptest.Start(tb)
+	relay, err := mail.NewRelay(mail.RelayConfig{URL: srv.URL(), HeloName: "helpdesk.example.com",
+		DialTimeout: time.Second, CommandTimeout: 500 * time.Millisecond, BodyTimeout: time.Second, ReplyTimeout: 500 * time.Millisecond})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b.Config.Relay = relay
+	b.Config.MailDomain = "helpdesk.example.com"
+	b.Config.From = &mail.Address{Name: "Example Support", Address: "support@helpdesk.example.com"}
+	b.Config.EmailBackoff = jobs.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
+	return srv
+}
+
+// Reply writes an agent's reply to the ticket, with its email job.
+func (b *Bundle) Reply(tb testing.TB, q *jobs.Queue, ticketID, body string, cc ...string) (*store.Message, int64) {
+	tb.Helper()
+	p := &jobs.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: body}
+	for _, c := range cc {
+		a, err := mail.ParseAddress(c)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		p.Cc = append(p.Cc, a)
+	}
+	var (
+		msg   *store.Message
+		jobID int64
+	)
+	err := pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) (err error) {
+		msg, jobID, err = q.CreateReplyTx(b.Ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return msg, jobID
 }
 
 // Logger logs warnings and errors, or everything with HELPDESK_TEST_LOG set.
@@ -133,9 +178,10 @@ func WaitFor(tb testing.TB, q *jobs.Queue, jobID int64, state string, timeout ti
 		if s.State == state {
 			return s
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("job %d still %s (attempt %d, last error %s) after %s, want %s",
-				jobID, s.State, s.Attempt, Deref(s.LastError), timeout, state)
+		final := s.State == jobs.StateSucceeded || s.State == jobs.StateFailed || s.State == jobs.StateDeadLetter
+		if final || time.Now().After(deadline) {
+			tb.Fatalf("job %d is %s (attempt %d, last error %s), want %s",
+				jobID, s.State, s.Attempt, Deref(s.LastError), state)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -1,0 +1,145 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"helpdesk/jobs"
+	"helpdesk/mail"
+	"helpdesk/store"
+)
+
+// maxCc bounds the copies of one reply.
+const maxCc = 20
+
+type createReplyRequest struct {
+	Body string   `json:"body"`
+	Cc   []string `json:"cc"`
+}
+
+type createReplyResponse struct {
+	MessageID      int64  `json:"message_id"`
+	EmailMessageID string `json:"email_message_id"`
+	JobID          int64  `json:"job_id"`
+}
+
+// createReply answers POST /v1/tickets/{id}/replies: the outbound message
+// with its Message-ID, its recipients and its email job in one transaction,
+// once per Idempotency-Key.
+func (s *Server) createReply(w http.ResponseWriter, r *http.Request, who Actor) error {
+	if err := requireAgent(who, "reply to tickets"); err != nil {
+		return err
+	}
+	if _, err := idempotencyKey(r); err != nil {
+		return err
+	}
+	var req createReplyRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := validateText("body", req.Body); err != nil {
+		return err
+	}
+	if len(req.Cc) > maxCc {
+		return unprocessable("invalid_cc", "at most %d cc addresses, got %d", maxCc, len(req.Cc))
+	}
+	cc := make([]*mail.Address, 0, len(req.Cc))
+	for _, c := range req.Cc {
+		a, err := mail.ParseAddress(c)
+		if err != nil {
+			return unprocessable("invalid_cc", "%v", err)
+		}
+		cc = append(cc, a)
+	}
+	ticketID := r.PathValue("id")
+	return s.createOnce(w, r, who, struct {
+		Ticket string `json:"ticket"`
+		createReplyRequest
+	}{ticketID, req}, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
+		msg, jobID, err := s.queue.CreateReplyTx(ctx, tx, &jobs.ReplyParams{TicketID: ticketID, Author: who.String(), Body: req.Body, Cc: cc})
+		if errors.Is(err, jobs.ErrNoRelay) {
+			return 0, nil, &Error{Status: http.StatusServiceUnavailable, Code: "email_not_configured", Message: err.Error()}
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusAccepted, createReplyResponse{MessageID: msg.ID, EmailMessageID: *msg.EmailMessageID, JobID: jobID}, nil
+	})
+}
+
+type deliveryView struct {
+	State            string             `json:"state"`
+	InReplyTo        *string            `json:"in_reply_to"`
+	References       []string           `json:"references"`
+	Recipients       []*store.Recipient `json:"recipients"`
+	Attempts         int                `json:"attempts"`
+	UncertainResends int                `json:"uncertain_resends"`
+	LastError        *string            `json:"last_error"`
+	SMTPReply        *string            `json:"smtp_reply"`
+	SentAt           *time.Time         `json:"sent_at"`
+	JobID            *int64             `json:"job_id"`
+}
+
+type messageWithDelivery struct {
+	messageView
+	Delivery *deliveryView `json:"delivery,omitempty"`
+}
+
+// listMessages answers GET /v1/tickets/{id}/messages: the conversation, and
+// for each outbound message how its delivery went, recipient by recipient.
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, who Actor) error {
+	ctx := r.Context()
+	ticket, err := s.visibleTicket(ctx, who, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	st := store.New(s.pool)
+	msgs, err := st.ListMessages(ctx, ticket.ID)
+	if err != nil {
+		return err
+	}
+	deliveries, err := st.ListOutboundEmails(ctx, ticket.ID)
+	if err != nil {
+		return err
+	}
+	out := make([]messageWithDelivery, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Direction == store.DirectionNote && !who.IsAgent() {
+			continue
+		}
+		v := messageWithDelivery{messageView: viewMessage(m)}
+		if d, ok := deliveries[m.ID]; ok {
+			refs := d.References
+			if refs == nil {
+				refs = []string{}
+			}
+			v.Delivery = &deliveryView{State: d.State, InReplyTo: d.InReplyTo, References: refs, Recipients: d.Recipients,
+				Attempts: d.Attempts, UncertainResends: d.UncertainResends, LastError: d.LastError, SMTPReply: d.SMTPReply,
+				SentAt: d.SentAt, JobID: d.JobID}
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ticket_id": ticket.ID, "messages": out})
+	return nil
+}
+
+// validateText checks a message body: 1 byte to 64 KiB of UTF-8, no NUL.
+func validateText(field, s string) error {
+	switch {
+	case s == "":
+		return unprocessable("invalid_"+field, "%s must not be empty", field)
+	case len(s) > maxBodyBytes:
+		return unprocessable("invalid_"+field, "%s has %d bytes; at most %d", field, len(s), maxBodyBytes)
+	case !utf8.ValidString(s):
+		return unprocessable("invalid_"+field, "%s must be UTF-8", field)
+	case strings.ContainsRune(s, 0):
+		return unprocessable("invalid_"+field, "%s must not contain NUL characters", field)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package api_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"helpdesk/jobs"
+	"helpdesk/jobs/jobstest"
+	"helpdesk/mail/smtptest"
+)
+
+type replyBundle struct {
+	*apiBundle
+	smtp     *smtptest.Server
+	ticketID string
+	customer string // the ticket's customer's key
+}
+
+func setupReplies(t *testing.T) *replyBundle {
+	t.Helper()
+	b := jobstest.Setup(t)
+	srv := b.WithSMTP(t)
+	ab := serveAPI(t, b, b.StartQueue(t), 0)
+	ticketID, _ := b.OpenTicket(t, ab.queue, "Charged twice", "My card was charged twice.")
+	return &replyBundle{apiBundle: ab, smtp: srv, ticketID: ticketID, customer: ab.key(t, "customer:C-0001")}
+}
+
+func (b *replyBundle) outboundRows(t *testing.T) [3]int {
+	t.Helper()
+	var n [3]int
+	err := b.Pool.QueryRow(b.Ctx, `SELECT (SELECT count(*) FROM messages WHERE direction = 'outbound'),
+		(SELECT count(*) FROM river_job WHERE kind = 'email_outbound'), (SELECT count(*) FROM outbound_recipients)`).Scan(&n[0], &n[1], &n[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestReplies(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AReplyPostedTwiceWithOneKeyIsOneMessageOneJobOneEmail", func(t *testing.T) {
+		t.Parallel()
+		b := setupReplies(t)
+		body := []byte(`{"body": "We refunded the second charge.", "cc": ["Bram <bram@example.com>"]}`)
+		path := "/v1/tickets/" + b.ticketID + "/replies"
+		s1, _, first := b.do(t, b.agent, "POST", path, body, "reply-key-1")
+		s2, h2, second := b.do(t, b.agent, "POST", path, body, "reply-key-1")
+		if s1 != 202 || s2 != 202 || fmt.Sprint(first) != fmt.Sprint(second) || h2.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("answers %d %v and %d %v", s1, first, s2, second)
+		}
+		jobstest.WaitFor(t, b.queue, int64(first["job_id"].(float64)), jobs.StateSucceeded, 10*time.Second)
+		if got := b.outboundRows(t); got != [3]int{1, 1, 2} {
+			t.Errorf("outbound messages, email jobs, recipients = %v, want [1 1 2]", got)
+		}
+		if got := b.smtp.Deliveries(); len(got) != 1 || len(got[0].To) != 2 {
+			t.Errorf("deliveries %+v, want one email to both recipients", got)
+		}
+
+		status, _, resp := b.do(t, b.agent, "GET", "/v1/tickets/"+b.ticketID+"/messages", nil, "")
+		msgs := resp["messages"].([]any)
+		last := msgs[len(msgs)-1].(map[string]any)
+		d := last["delivery"].(map[string]any)
+		root := msgs[0].(map[string]any)["email_message_id"]
+		if status != 200 || last["email_message_id"] != first["email_message_id"] || d["state"] != "sent" ||
+			d["in_reply_to"] != root || len(d["recipients"].([]any)) != 2 || d["attempts"] != float64(1) {
+			t.Errorf("messages: %d %v", status, last)
+		}
+		refs := d["references"].([]any)
+		if len(refs) != 1 || refs[0] != root {
+			t.Errorf("references %v, want the thread root %v", refs, root)
+		}
+	})
+
+	t.Run("BadRepliesWriteNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setupReplies(t)
+		path := "/v1/tickets/" + b.ticketID + "/replies"
+		for _, tc := range []struct {
+			name, key, path, body string
+			status                int
+			code                  string
+		}{
+			{"CcWithCRLF", "agent", path, `{"body":"Hi","cc":["x@example.com\r\nBcc: victim@example.com"]}`, 422, "invalid_cc"},
+			{"CcNotAnAddress", "agent", path, `{"body":"Hi","cc":["not an address"]}`, 422, "invalid_cc"},
+			{"TwoAddressesInOneCc", "agent", path, `{"body":"Hi","cc":["a@example.com, b@example.com"]}`, 422, "invalid_cc"},
+			{"EmptyBody", "agent", path, `{"body":""}`, 422, "invalid_body"},
+			{"UnknownField", "agent", path, `{"body":"Hi","bcc":["a@example.com"]}`, 400, "unknown_field"},
+			{"UnknownTicket", "agent", "/v1/tickets/T-999999/replies", `{"body":"Hi"}`, 404, "not_found"},
+			{"ACustomerCannotReplyAsAnAgent", "customer", path, `{"body":"Hi"}`, 403, "forbidden"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				before := b.outboundRows(t)
+				key := map[string]string{"agent": b.agent, "customer": b.customer}[tc.key]
+				status, _, resp := b.do(t, key, "POST", tc.path, []byte(tc.body), "")
+				requireError(t, status, resp, tc.status, tc.code)
+				if after := b.outboundRows(t); after != before {
+					t.Errorf("rows %v became %v", before, after)
+				}
+			})
+		}
+		if n := b.smtp.Connections(); n != 0 {
+			t.Errorf("%d SMTP connections for refused replies", n)
+		}
+	})
+
+	t.Run("WithoutARelayRepliesAreRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setupIntake(t, 0)
+		_, _, created := b.do(t, b.c22, "POST", "/v1/tickets", ticketBody("C-0022", "Hi"), "")
+		status, _, resp := b.do(t, b.agent, "POST", "/v1/tickets/"+created["ticket_id"].(string)+"/replies", []byte(`{"body":"Hi"}`), "")
+		requireError(t, status, resp, 503, "email_not_configured")
+	})
+}

@@ -1,0 +1,152 @@
+package mail
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	netmail "net/mail"
+	"strings"
+	"time"
+	"unicode"
+
+	gomail "github.com/emersion/go-message/mail"
+)
+
+// Address is an RFC 5322 mailbox: a name and an address.
+type Address = gomail.Address
+
+// ErrInvalidAddress is returned for an address that is not an RFC 5322
+// mailbox or would break a header.
+var ErrInvalidAddress = errors.New("invalid email address")
+
+// ParseAddress reads one mailbox ("Ada <ada@example.com>" or
+// "ada@example.com"). CR, LF and other control characters are refused
+// outright: they must never reach a header.
+func ParseAddress(s string) (*Address, error) {
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return nil, fmt.Errorf("%w %q: control characters (CR, LF, …) are not allowed", ErrInvalidAddress, s)
+	}
+	a, err := netmail.ParseAddress(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %v", ErrInvalidAddress, s, err)
+	}
+	if strings.IndexFunc(a.Name, unicode.IsControl) >= 0 {
+		return nil, fmt.Errorf("%w %q: control characters in the name", ErrInvalidAddress, s)
+	}
+	return &Address{Name: a.Name, Address: a.Address}, nil
+}
+
+// ReplySubject is the subject of an agent's reply: "Re: <subject> [#T-500001]".
+// The ticket token lets a reply to it find its ticket again; it is added
+// once, and "Re:" is not stacked.
+func ReplySubject(subject, ticketID string) string {
+	s := oneLine(subject)
+	for {
+		lower := strings.ToLower(s)
+		if !strings.HasPrefix(lower, "re:") {
+			break
+		}
+		s = strings.TrimSpace(s[3:])
+	}
+	token := "[#" + ticketID + "]"
+	if !strings.Contains(s, token) {
+		s = strings.TrimSpace(s + " " + token)
+	}
+	return "Re: " + s
+}
+
+// oneLine turns every control character into a space, so that a subject
+// that came from anywhere cannot end a header early or start a new one.
+func oneLine(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// Outgoing is everything an outbound reply's bytes depend on.
+type Outgoing struct {
+	From        *Address
+	To          []*Address
+	Cc          []*Address
+	Subject     string // the ticket's subject; ReplySubject is applied
+	TicketID    string
+	Date        time.Time
+	MessageID   string   // "<…>", as stored
+	InReplyTo   string   // "<…>"
+	References  []string // "<…>" each, oldest first, the message itself never among them
+	ThreadRoot  string   // the ticket's root Message-ID, for Thread-Index
+	ThreadStart time.Time
+	Body        string
+}
+
+// Render writes the message with go-message: headers folded under 78
+// characters where possible, a text/plain UTF-8 body in quoted-printable.
+// It refuses what would make a broken or forged header.
+func (o *Outgoing) Render() ([]byte, error) {
+	if o.From == nil || len(o.To) == 0 {
+		return nil, errors.New("render: a message needs From and To")
+	}
+	for _, a := range append(append([]*Address{o.From}, o.To...), o.Cc...) {
+		if _, err := ParseAddress(a.String()); err != nil {
+			return nil, fmt.Errorf("render: %w", err)
+		}
+	}
+	ids := append([]string{o.MessageID, o.InReplyTo}, o.References...)
+	for _, id := range ids {
+		if id != "" && (!strings.HasPrefix(id, "<") || !strings.HasSuffix(id, ">") || strings.ContainsAny(id, " \t\r\n")) {
+			return nil, fmt.Errorf("render: malformed Message-ID %q", id)
+		}
+	}
+	for _, ref := range o.References {
+		if ref == o.MessageID {
+			return nil, fmt.Errorf("render: References holds the message's own Message-ID %s", ref)
+		}
+	}
+	if o.InReplyTo == o.MessageID {
+		return nil, fmt.Errorf("render: In-Reply-To is the message's own Message-ID %s", o.InReplyTo)
+	}
+
+	var h gomail.Header
+	h.SetDate(o.Date)
+	h.SetAddressList("From", []*Address{o.From})
+	h.SetAddressList("To", o.To)
+	if len(o.Cc) > 0 {
+		h.SetAddressList("Cc", o.Cc)
+	}
+	h.SetSubject(ReplySubject(o.Subject, o.TicketID))
+	h.SetMessageID(bare(o.MessageID))
+	if o.InReplyTo != "" {
+		h.SetMsgIDList("In-Reply-To", []string{bare(o.InReplyTo)})
+	}
+	if len(o.References) > 0 {
+		refs := make([]string, len(o.References))
+		for i, r := range o.References {
+			refs[i] = bare(r)
+		}
+		h.SetMsgIDList("References", refs)
+	}
+	if o.ThreadRoot != "" {
+		h.SetText("Thread-Topic", oneLine(o.Subject))
+		h.Set("Thread-Index", ThreadIndex(o.ThreadRoot, o.ThreadStart, o.Date))
+	}
+	h.Set("Auto-Submitted", "no") // a person wrote it (RFC 3834)
+	h.SetContentType("text/plain", map[string]string{"charset": "utf-8"})
+
+	var buf bytes.Buffer
+	w, err := gomail.CreateSingleInlineWriter(&buf, h)
+	if err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	if _, err := io.WriteString(w, o.Body); err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	return buf.Bytes(), nil
+}

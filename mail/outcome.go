@@ -1,0 +1,116 @@
+package mail
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Recipient states after an attempt; the same words the store keeps.
+const (
+	StatePending   = "pending"   // not served yet; a later attempt tries again
+	StateSent      = "sent"      // the server took the message for this recipient
+	StateFailed    = "failed"    // refused for good
+	StateUncertain = "uncertain" // the body went out, the reply never came
+)
+
+// RecipientOutcome is what one attempt did to one recipient.
+type RecipientOutcome struct {
+	State    string
+	Code     int    // the SMTP reply code that decided it, 0 if none
+	Enhanced string // e.g. "5.1.1"
+	Text     string
+}
+
+// Outcome is one attempt classified, once, for everything above: which
+// recipients were served, whether the server asked us to slow down, and the
+// error a person reads.
+type Outcome struct {
+	Recipients map[string]RecipientOutcome
+	Delivered  bool // at least one recipient was served
+	SlowDown   bool // 421, 450 4.2.1, 451 4.7.x or 452 4.5.3: wait, spend no attempt
+	Config     bool // the relay setting cannot work; retrying will not help
+	LastError  string
+}
+
+// Classify reads a Result for the recipients that were sent to.
+func Classify(res *Result, to []string) *Outcome {
+	o := &Outcome{Recipients: make(map[string]RecipientOutcome, len(to))}
+	var cfg *ConfigError
+	if errors.As(res.Err, &cfg) {
+		o.Config, o.LastError = true, "SMTPConfig: "+cfg.Msg
+		return o
+	}
+	for _, addr := range to {
+		rcptErr, asked := res.Rcpt[addr]
+		var decided error
+		switch {
+		case asked && rcptErr != nil:
+			decided = rcptErr
+		case asked && res.Err == nil && res.BodySent:
+			o.Recipients[addr] = RecipientOutcome{State: StateSent, Code: 250, Text: res.Reply}
+			o.Delivered = true
+			continue
+		case asked && res.Uncertain:
+			o.Recipients[addr] = RecipientOutcome{State: StateUncertain}
+			continue
+		default: // refused or broken after RCPT, or never asked
+			decided = res.Err
+		}
+		o.Recipients[addr] = o.judge(decided)
+		if o.LastError == "" || (res.Err == nil && o.Recipients[addr].State == StateFailed) {
+			o.LastError = describe(decided, addr, asked && rcptErr != nil)
+		}
+	}
+	if res.Uncertain {
+		o.LastError = describe(res.Err, "", false)
+	}
+	return o
+}
+
+// judge turns an error into a recipient's state.
+func (o *Outcome) judge(err error) RecipientOutcome {
+	var se *SMTPError
+	if !errors.As(err, &se) {
+		return RecipientOutcome{State: StatePending} // no reply: a connection problem
+	}
+	r := RecipientOutcome{Code: se.Code, Text: se.Message}
+	if se.Enhanced[0] != 0 {
+		r.Enhanced = fmt.Sprintf("%d.%d.%d", se.Enhanced[0], se.Enhanced[1], se.Enhanced[2])
+	}
+	switch {
+	case se.Permanent():
+		r.State = StateFailed
+	case se.SlowDown():
+		r.State, o.SlowDown = StatePending, true
+	default:
+		r.State = StatePending
+	}
+	return r
+}
+
+// describe is the last_error a person reads: a kind, the reply, where.
+func describe(err error, addr string, atRcpt bool) string {
+	if err == nil {
+		return ""
+	}
+	var se *SMTPError
+	if errors.As(err, &se) {
+		kind := "SMTPTemporary"
+		switch {
+		case se.Permanent():
+			kind = "SMTPPermanent"
+		case se.SlowDown():
+			kind = "SMTPSlowDown"
+		}
+		where := string(se.Phase)
+		if atRcpt {
+			where = "rcpt " + addr
+		}
+		return fmt.Sprintf("%s: %s (%s)", kind, se.Error(), where)
+	}
+	var ce *ConnError
+	if errors.As(err, &ce) && ce.Phase == PhaseReply {
+		return "SMTPUncertain: no reply after the body: " + ce.Err.Error()
+	}
+	return "SMTPUnavailable: " + err.Error()
+}

@@ -1,0 +1,301 @@
+package mail
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+)
+
+// RelayConfig says where outbound mail goes and how long each phase may take.
+type RelayConfig struct {
+	// URL is smtp://user:pass@host:587 (STARTTLS when offered, ?tls=required
+	// to insist, ?tls=none to never try), smtps://user:pass@host:465
+	// (implicit TLS) or smtp://host:25 (no auth).
+	URL string
+	// HeloName is the name we give in EHLO: HELPDESK_MAIL_DOMAIN's host.
+	HeloName string
+
+	DialTimeout    time.Duration // TCP and TLS handshake; default 15s
+	CommandTimeout time.Duration // each command's reply, the greeting included; default 1m
+	BodyTimeout    time.Duration // writing the whole body; default 2m
+	ReplyTimeout   time.Duration // the final reply after the body; default 5m
+
+	TLSConfig *tls.Config // nil: verify the server's certificate against the system's roots
+}
+
+// Relay sends mail to one SMTP server. It is safe for concurrent use; each
+// Send has a connection of its own.
+type Relay struct {
+	config      RelayConfig
+	addr        string
+	host        string
+	implicitTLS bool
+	tlsMode     string // "opportunistic", "required" or "none"
+	auth        func() sasl.Client
+
+	// noStartTLS remembers that the server did not offer STARTTLS, so
+	// opportunistic mode stops asking on every message.
+	noStartTLS atomic.Bool
+}
+
+// NewRelay checks the configuration.
+func NewRelay(config RelayConfig) (*Relay, error) {
+	u, err := url.Parse(config.URL)
+	if err != nil {
+		return nil, fmt.Errorf("HELPDESK_SMTP_URL: %w", err)
+	}
+	r := &Relay{config: config, host: u.Hostname(), tlsMode: "opportunistic"}
+	switch u.Scheme {
+	case "smtp":
+	case "smtps":
+		r.implicitTLS = true
+	default:
+		return nil, fmt.Errorf("HELPDESK_SMTP_URL: scheme %q: want smtp or smtps", u.Scheme)
+	}
+	if r.host == "" {
+		return nil, errors.New("HELPDESK_SMTP_URL: no host")
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[bool]string{true: "465", false: "587"}[r.implicitTLS]
+	}
+	r.addr = net.JoinHostPort(r.host, port)
+	switch mode := u.Query().Get("tls"); mode {
+	case "", "opportunistic":
+	case "required", "none":
+		r.tlsMode = mode
+	default:
+		return nil, fmt.Errorf("HELPDESK_SMTP_URL: tls=%q: want required, opportunistic or none", mode)
+	}
+	if u.User != nil {
+		user := u.User.Username()
+		pass, _ := u.User.Password()
+		if !r.implicitTLS && r.tlsMode == "none" && !isLoopback(r.host) {
+			return nil, errors.New("HELPDESK_SMTP_URL: refusing to send a password without TLS; drop tls=none")
+		}
+		r.auth = func() sasl.Client { return sasl.NewPlainClient("", user, pass) }
+	}
+	if config.HeloName == "" {
+		r.config.HeloName = "localhost"
+	}
+	setDefault(&r.config.DialTimeout, 15*time.Second)
+	setDefault(&r.config.CommandTimeout, time.Minute)
+	setDefault(&r.config.BodyTimeout, 2*time.Minute)
+	setDefault(&r.config.ReplyTimeout, 5*time.Minute)
+	return r, nil
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// Name identifies the relay for throttling: host:port.
+func (r *Relay) Name() string { return r.addr }
+
+// Envelope is the SMTP envelope: MAIL FROM and one RCPT TO per recipient.
+type Envelope struct {
+	From string
+	To   []string
+}
+
+// Result is what one delivery attempt did. Rcpt holds every recipient that
+// got a reply to RCPT: nil for accepted, the error for refused. Err is the
+// error that ended the exchange, if any.
+type Result struct {
+	Rcpt      map[string]*SMTPError
+	Err       error
+	Reply     string // the server's text after the body, e.g. its queue id
+	BodySent  bool   // the whole body and its final dot were handed to the connection
+	Uncertain bool   // the body was sent and no final reply came: it may have been delivered
+}
+
+// Send makes one delivery attempt: connect, EHLO, STARTTLS, AUTH, MAIL, one
+// RCPT per recipient, DATA with raw, and the final reply. Every phase has a
+// deadline, the write of the body included, and ctx ends the attempt.
+func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
+	res := &Result{Rcpt: map[string]*SMTPError{}}
+	c, conn, err := r.connect(ctx)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+
+	if err := c.Mail(env.From, nil); err != nil {
+		res.Err = asSMTPError(PhaseMail, err)
+		return res
+	}
+	accepted := 0
+	for _, rcpt := range env.To {
+		err := c.Rcpt(rcpt, nil)
+		if err == nil {
+			res.Rcpt[rcpt] = nil
+			accepted++
+			continue
+		}
+		e := asSMTPError(PhaseRcpt, err)
+		var se *SMTPError
+		if !errors.As(e, &se) {
+			res.Err = e // the connection broke: what was not asked stays unknown
+			return res
+		}
+		res.Rcpt[rcpt] = se
+		if se.Code == 421 { // the server closes the channel
+			res.Err = se
+			return res
+		}
+	}
+	if accepted == 0 {
+		_ = c.Quit()
+		return res
+	}
+
+	w, err := c.Data()
+	if err != nil {
+		res.Err = asSMTPError(PhaseData, err)
+		return res
+	}
+	conn.setLimit(r.config.BodyTimeout)
+	if _, err := w.Write(raw); err != nil {
+		res.Err = &ConnError{Phase: PhaseData, Err: err}
+		return res
+	}
+	// CloseWithResponse writes the final dot, then waits for the answer
+	// (go-smtp's SubmissionTimeout, which is our ReplyTimeout). Once the dot
+	// is out, a broken or silent connection leaves the outcome unknown.
+	conn.setLimit(max(r.config.BodyTimeout, r.config.ReplyTimeout))
+	resp, err := w.CloseWithResponse()
+	if err != nil {
+		e := asSMTPError(PhaseReply, err)
+		var ce *ConnError
+		if errors.As(e, &ce) {
+			res.BodySent, res.Uncertain = true, true
+		}
+		res.Err = e
+		return res
+	}
+	res.BodySent, res.Reply = true, resp.StatusText
+	_ = c.Quit()
+	return res
+}
+
+// connect dials, says EHLO, upgrades to TLS as configured and authenticates.
+func (r *Relay) connect(ctx context.Context) (*smtp.Client, *limitConn, error) {
+	conn, limit, err := r.dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	tlsConfig := r.tlsConfig()
+	var c *smtp.Client
+	switch {
+	case r.implicitTLS || r.tlsMode == "none" || (r.tlsMode == "opportunistic" && r.noStartTLS.Load()):
+		c = r.newClient(conn)
+		if err := c.Hello(r.config.HeloName); err != nil {
+			c.Close()
+			return nil, nil, asSMTPError(PhaseConnect, err)
+		}
+	default:
+		// go-smtp only upgrades inside NewClientStartTLS, whose first EHLO
+		// says "localhost"; the EHLO after the upgrade carries our name.
+		c, err = smtp.NewClientStartTLS(conn, tlsConfig)
+		if err != nil && strings.Contains(err.Error(), "doesn't support STARTTLS") {
+			if r.tlsMode == "required" {
+				return nil, nil, &ConfigError{Msg: "the server does not offer STARTTLS and HELPDESK_SMTP_URL says tls=required"}
+			}
+			r.noStartTLS.Store(true)
+			return r.connect(ctx)
+		}
+		if err != nil {
+			conn.Close()
+			return nil, nil, asSMTPError(PhaseConnect, err)
+		}
+		c.CommandTimeout, c.SubmissionTimeout = r.config.CommandTimeout, r.config.ReplyTimeout
+		if err := c.Hello(r.config.HeloName); err != nil {
+			c.Close()
+			return nil, nil, asSMTPError(PhaseConnect, err)
+		}
+	}
+	if r.auth != nil {
+		if err := c.Auth(r.auth()); err != nil {
+			c.Close()
+			var se *smtp.SMTPError
+			if errors.As(err, &se) && se.Code >= 500 {
+				return nil, nil, &ConfigError{Msg: "the server refused our login: " + se.Error()}
+			}
+			return nil, nil, asSMTPError(PhaseConnect, err)
+		}
+	}
+	return c, limit, nil
+}
+
+func (r *Relay) newClient(conn net.Conn) *smtp.Client {
+	c := smtp.NewClient(conn)
+	c.CommandTimeout, c.SubmissionTimeout = r.config.CommandTimeout, r.config.ReplyTimeout
+	return c
+}
+
+// limitConn caps every deadline go-smtp sets at now + limit, so that its
+// own generous defaults (five minutes for a greeting) cannot outlast ours,
+// whatever path through the library a phase takes.
+type limitConn struct {
+	net.Conn
+	limit atomic.Int64 // nanoseconds
+}
+
+func (c *limitConn) SetDeadline(t time.Time) error {
+	if max := time.Now().Add(time.Duration(c.limit.Load())); t.IsZero() || t.After(max) {
+		t = max
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *limitConn) setLimit(d time.Duration) {
+	c.limit.Store(int64(d))
+	_ = c.SetDeadline(time.Time{})
+}
+
+// dial returns the connection for go-smtp and, under it, the one whose
+// deadlines we steer.
+func (r *Relay) dial(ctx context.Context) (net.Conn, *limitConn, error) {
+	d := net.Dialer{Timeout: r.config.DialTimeout}
+	raw, err := d.DialContext(ctx, "tcp", r.addr)
+	if err != nil {
+		return nil, nil, &ConnError{Phase: PhaseConnect, Err: err}
+	}
+	conn := &limitConn{Conn: raw}
+	conn.setLimit(r.config.CommandTimeout)
+	if !r.implicitTLS {
+		return conn, conn, nil
+	}
+	tc := tls.Client(conn, r.tlsConfig()) // its deadlines reach conn's
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, nil, &ConnError{Phase: PhaseConnect, Err: err}
+	}
+	return tc, conn, nil
+}
+
+func (r *Relay) tlsConfig() *tls.Config {
+	if r.config.TLSConfig != nil {
+		return r.config.TLSConfig.Clone()
+	}
+	return &tls.Config{ServerName: r.host, MinVersion: tls.VersionTLS12}
+}

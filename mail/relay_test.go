@@ -1,0 +1,154 @@
+package mail_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"helpdesk/mail"
+	"helpdesk/mail/smtptest"
+)
+
+func relayTo(t *testing.T, srv *smtptest.Server, url string) *mail.Relay {
+	t.Helper()
+	if url == "" {
+		url = srv.URL()
+	}
+	r, err := mail.NewRelay(mail.RelayConfig{URL: url, HeloName: "helpdesk.example.com",
+		DialTimeout: time.Second, CommandTimeout: 300 * time.Millisecond, BodyTimeout: time.Second, ReplyTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+var (
+	raw = []byte("From: support@helpdesk.example.com\r\nTo: ada@example.com\r\nSubject: Hi\r\nMessage-Id: <m1@helpdesk.example.com>\r\n\r\nHello\r\n")
+	env = mail.Envelope{From: "support@helpdesk.example.com", To: []string{"ada@example.com", "bram@example.com"}}
+)
+
+func TestRelaySend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("AcceptedMessageArrivesOnceWithTheQueueReply", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		res := relayTo(t, srv, "").Send(ctx, env, raw)
+		if res.Err != nil || !res.BodySent || res.Uncertain || res.Reply == "" {
+			t.Fatalf("result %+v", res)
+		}
+		got := srv.Deliveries()
+		if len(got) != 1 || string(got[0].Raw) != string(raw) || len(got[0].To) != 2 {
+			t.Errorf("deliveries %+v", got)
+		}
+	})
+
+	t.Run("OneRecipientRefusedTheOtherServed", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		srv.Script(smtptest.Fault{RcptErr: map[string]*smtp.SMTPError{"bram@example.com": smtptest.ErrNoSuchUser}})
+		res := relayTo(t, srv, "").Send(ctx, env, raw)
+		if res.Err != nil || res.Rcpt["ada@example.com"] != nil || res.Rcpt["bram@example.com"] == nil || !res.Rcpt["bram@example.com"].Permanent() {
+			t.Fatalf("result %+v", res)
+		}
+		if got := srv.Deliveries(); len(got) != 1 || len(got[0].To) != 1 || got[0].To[0] != "ada@example.com" {
+			t.Errorf("deliveries %+v", got)
+		}
+	})
+
+	t.Run("LostAcknowledgementIsUncertain", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		srv.Script(smtptest.Fault{DropAfterBody: true})
+		res := relayTo(t, srv, "").Send(ctx, env, raw)
+		var ce *mail.ConnError
+		if !res.Uncertain || !res.BodySent || !errors.As(res.Err, &ce) {
+			t.Fatalf("result %+v, want uncertain", res)
+		}
+		if len(srv.Deliveries()) != 1 {
+			t.Errorf("the server should hold the message it never acknowledged")
+		}
+	})
+
+	t.Run("ReplyAfterTheBodyIsClassified", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		srv.Script(smtptest.Fault{DataErr: smtptest.ErrTryAgainLater}, smtptest.Fault{DataErr: smtptest.ErrRateLimited})
+		r := relayTo(t, srv, "")
+		var se *mail.SMTPError
+		if res := r.Send(ctx, env, raw); !errors.As(res.Err, &se) || !se.Temporary() || se.SlowDown() || res.Uncertain {
+			t.Errorf("451 4.3.0: %+v", res)
+		}
+		if res := r.Send(ctx, env, raw); !errors.As(res.Err, &se) || !se.SlowDown() {
+			t.Errorf("451 4.7.1: %+v, want slow down", res)
+		}
+		if len(srv.Deliveries()) != 0 {
+			t.Errorf("refused messages were delivered")
+		}
+	})
+
+	t.Run("RefusalOnConnectAsksToSlowDown", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		srv.Script(smtptest.Fault{RejectConnect: smtptest.ErrServiceNotAvailable})
+		res := relayTo(t, srv, "").Send(ctx, env, raw)
+		var se *mail.SMTPError
+		if !errors.As(res.Err, &se) || se.Code != 421 || !se.SlowDown() || se.Phase != mail.PhaseConnect {
+			t.Errorf("result %+v (%v)", res, res.Err)
+		}
+	})
+
+	t.Run("AServerThatNeverAnswersTimesOut", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		srv.Script(smtptest.Fault{Hang: true})
+		start := time.Now()
+		res := relayTo(t, srv, "").Send(ctx, env, raw)
+		var ce *mail.ConnError
+		if !errors.As(res.Err, &ce) || res.BodySent || time.Since(start) > 3*time.Second {
+			t.Errorf("result %+v after %s, want a quick connection error", res, time.Since(start))
+		}
+	})
+
+	t.Run("RequiredTLSThatIsNotOfferedIsAConfigError", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		res := relayTo(t, srv, "smtp://"+srv.Addr+"?tls=required").Send(ctx, env, raw)
+		var ce *mail.ConfigError
+		if !errors.As(res.Err, &ce) || len(srv.Deliveries()) != 0 {
+			t.Errorf("result %+v", res)
+		}
+	})
+
+	t.Run("OpportunisticTLSFallsBackToPlainWhenNotOffered", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		r := relayTo(t, srv, "smtp://"+srv.Addr)
+		for range 2 {
+			if res := r.Send(ctx, env, raw); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+		}
+		if n := srv.Connections(); n != 3 {
+			t.Errorf("%d connections, want 3: one probe for STARTTLS, then it is remembered", n)
+		}
+	})
+}
+
+func TestRelayConfig(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{"http://host", "smtp://", "smtp://host?tls=maybe", "smtp://u:p@mail.example.com:25?tls=none"} {
+		if _, err := mail.NewRelay(mail.RelayConfig{URL: url}); err == nil {
+			t.Errorf("%s: accepted", url)
+		}
+	}
+	for _, url := range []string{"smtp://u:p@host:587", "smtps://u:p@host", "smtp://host:25", "smtp://127.0.0.1:2525?tls=none"} {
+		if _, err := mail.NewRelay(mail.RelayConfig{URL: url}); err != nil {
+			t.Errorf("%s: %v", url, err)
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Delivery states of an outbound message.
+const (
+	DeliveryQueued        = "queued"
+	DeliverySending       = "sending"
+	DeliverySent          = "sent"
+	DeliveryPartiallySent = "partially_sent"
+	DeliveryFailed        = "failed"
+	DeliveryUncertain     = "uncertain"
+)
+
+// Recipient states.
+const (
+	RecipientPending   = "pending"
+	RecipientSent      = "sent"
+	RecipientFailed    = "failed"
+	RecipientUncertain = "uncertain" // the body went out and no reply came back
+)
+
+// OutboundEmail is the delivery of one outbound message.
+type OutboundEmail struct {
+	MessageID        int64
+	JobID            *int64
+	FromAddress      string
+	State            string
+	InReplyTo        *string
+	References       []string
+	Rendered         []byte // nil until the first attempt renders it
+	Attempts         int
+	UncertainResends int
+	LastError        *string
+	SMTPReply        *string
+	SentAt           *time.Time
+	UpdatedAt        time.Time
+	Recipients       []*Recipient
+}
+
+// Recipient is one address of an outbound message and what happened to it.
+type Recipient struct {
+	Address      string     `json:"address"`
+	Kind         string     `json:"kind"` // to or cc
+	State        string     `json:"state"`
+	SMTPCode     *int       `json:"smtp_code"`
+	SMTPEnhanced *string    `json:"smtp_enhanced"`
+	SMTPText     *string    `json:"smtp_text"`
+	SentAt       *time.Time `json:"sent_at"`
+}
+
+// InsertOutboundEmailParams are a new outbound delivery and its recipients.
+type InsertOutboundEmailParams struct {
+	MessageID   int64
+	FromAddress string
+	Recipients  []Recipient // Address and Kind
+}
+
+// InsertOutboundEmail records a delivery to be made.
+func (s *Store) InsertOutboundEmail(ctx context.Context, p *InsertOutboundEmailParams) error {
+	if _, err := s.db.Exec(ctx, `INSERT INTO outbound_emails (message_id, from_address) VALUES ($1, $2)`,
+		p.MessageID, p.FromAddress); err != nil {
+		return fmt.Errorf("insert outbound email %d: %w", p.MessageID, interpretError(err))
+	}
+	for _, r := range p.Recipients {
+		if _, err := s.db.Exec(ctx, `INSERT INTO outbound_recipients (message_id, address, kind) VALUES ($1, $2, $3)`,
+			p.MessageID, r.Address, r.Kind); err != nil {
+			return fmt.Errorf("insert recipient %s of %d: %w", r.Address, p.MessageID, interpretError(err))
+		}
+	}
+	return nil
+}
+
+// SetOutboundJob records which job delivers the message.
+func (s *Store) SetOutboundJob(ctx context.Context, messageID, jobID int64) error {
+	_, err := s.db.Exec(ctx, `UPDATE outbound_emails SET job_id = $2 WHERE message_id = $1`, messageID, jobID)
+	if err != nil {
+		return fmt.Errorf("set job of outbound email %d: %w", messageID, err)
+	}
+	return nil
+}
+
+const outboundColumns = `message_id, job_id, from_address, state, in_reply_to, reference_ids, rendered, attempts,
+	uncertain_resends, last_error, smtp_reply, sent_at, updated_at`
+
+func scanOutbound(row pgx.Row) (*OutboundEmail, error) {
+	var e OutboundEmail
+	err := row.Scan(&e.MessageID, &e.JobID, &e.FromAddress, &e.State, &e.InReplyTo, &e.References, &e.Rendered,
+		&e.Attempts, &e.UncertainResends, &e.LastError, &e.SMTPReply, &e.SentAt, &e.UpdatedAt)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return &e, nil
+}
+
+// GetOutboundEmail returns a delivery with its recipients, or ErrNotFound.
+func (s *Store) GetOutboundEmail(ctx context.Context, messageID int64) (*OutboundEmail, error) {
+	e, err := scanOutbound(s.db.QueryRow(ctx, `SELECT `+outboundColumns+` FROM outbound_emails WHERE message_id = $1`, messageID))
+	if err != nil {
+		return nil, fmt.Errorf("get outbound email %d: %w", messageID, err)
+	}
+	byMessage, err := s.recipients(ctx, []int64{messageID})
+	if err != nil {
+		return nil, err
+	}
+	e.Recipients = byMessage[messageID]
+	return e, nil
+}
+
+// ListOutboundEmails returns the deliveries of a ticket's outbound
+// messages, by message id.
+func (s *Store) ListOutboundEmails(ctx context.Context, ticketID string) (map[int64]*OutboundEmail, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+outboundColumns+` FROM outbound_emails
+		WHERE message_id IN (SELECT id FROM messages WHERE ticket_id = $1)`, ticketID)
+	if err != nil {
+		return nil, fmt.Errorf("list outbound emails of %s: %w", ticketID, err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*OutboundEmail, error) { return scanOutbound(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list outbound emails of %s: %w", ticketID, err)
+	}
+	out := make(map[int64]*OutboundEmail, len(list))
+	ids := make([]int64, 0, len(list))
+	for _, e := range list {
+		out[e.MessageID] = e
+		ids = append(ids, e.MessageID)
+	}
+	byMessage, err := s.recipients(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for id, rs := range byMessage {
+		out[id].Recipients = rs
+	}
+	return out, nil
+}
+
+func (s *Store) recipients(ctx context.Context, messageIDs []int64) (map[int64][]*Recipient, error) {
+	rows, err := s.db.Query(ctx, `SELECT message_id, address, kind, state, smtp_code, smtp_enhanced, smtp_text, sent_at
+		FROM outbound_recipients WHERE message_id = ANY($1) ORDER BY message_id, kind DESC, address`, messageIDs)
+	if err != nil {
+		return nil, fmt.Errorf("list recipients: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64][]*Recipient{}
+	for rows.Next() {
+		var id int64
+		var r Recipient
+		if err := rows.Scan(&id, &r.Address, &r.Kind, &r.State, &r.SMTPCode, &r.SMTPEnhanced, &r.SMTPText, &r.SentAt); err != nil {
+			return nil, fmt.Errorf("list recipients: %w", err)
+		}
+		out[id] = append(out[id], &r)
+	}
+	return out, rows.Err()
+}
+
+// SaveRendered keeps the message's bytes and thread headers, unless an
+// earlier attempt kept them already; saved says whether these were kept.
+func (s *Store) SaveRendered(ctx context.Context, messageID int64, inReplyTo string, references []string, rendered []byte) (saved bool, err error) {
+	tag, err := s.db.Exec(ctx, `UPDATE outbound_emails
+		SET rendered = $2, in_reply_to = $3, reference_ids = $4, rendered_at = now(), updated_at = now()
+		WHERE message_id = $1 AND rendered IS NULL`, messageID, rendered, inReplyTo, references)
+	if err != nil {
+		return false, fmt.Errorf("save rendered email %d: %w", messageID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// MarkSending records that an attempt starts, and counts it.
+func (s *Store) MarkSending(ctx context.Context, messageID int64, resendsUncertain bool) error {
+	_, err := s.db.Exec(ctx, `UPDATE outbound_emails
+		SET state = 'sending', attempts = attempts + 1,
+		    uncertain_resends = uncertain_resends + CASE WHEN $2 THEN 1 ELSE 0 END, updated_at = now()
+		WHERE message_id = $1`, messageID, resendsUncertain)
+	if err != nil {
+		return fmt.Errorf("mark email %d sending: %w", messageID, err)
+	}
+	return nil
+}
+
+// RecipientResult is what an attempt did to one recipient.
+type RecipientResult struct {
+	Address      string
+	State        string
+	SMTPCode     int    // 0: no reply
+	SMTPEnhanced string // "5.1.1", or empty
+	SMTPText     string
+}
+
+// AttemptResult is what an attempt did to the whole message.
+type AttemptResult struct {
+	State      string
+	LastError  string // empty keeps the previous one
+	SMTPReply  string // the final reply when the server took the message
+	Recipients []RecipientResult
+}
+
+// RecordAttempt stores an attempt's outcome for the message and its recipients.
+func (s *Store) RecordAttempt(ctx context.Context, messageID int64, r *AttemptResult) error {
+	for _, rr := range r.Recipients {
+		_, err := s.db.Exec(ctx, `UPDATE outbound_recipients
+			SET state = $3, smtp_code = NULLIF($4, 0), smtp_enhanced = NULLIF($5, ''), smtp_text = NULLIF($6, ''),
+			    sent_at = CASE WHEN $3 = 'sent' THEN now() ELSE sent_at END, updated_at = now()
+			WHERE message_id = $1 AND address = $2`,
+			messageID, rr.Address, rr.State, rr.SMTPCode, rr.SMTPEnhanced, rr.SMTPText)
+		if err != nil {
+			return fmt.Errorf("record recipient %s of %d: %w", rr.Address, messageID, err)
+		}
+	}
+	_, err := s.db.Exec(ctx, `UPDATE outbound_emails
+		SET state = $2, last_error = COALESCE(NULLIF($3, ''), last_error), smtp_reply = COALESCE(NULLIF($4, ''), smtp_reply),
+		    sent_at = CASE WHEN $2 IN ('sent', 'partially_sent') AND sent_at IS NULL THEN now() ELSE sent_at END,
+		    updated_at = now()
+		WHERE message_id = $1`, messageID, r.State, r.LastError, r.SMTPReply)
+	if err != nil {
+		return fmt.Errorf("record attempt of %d: %w", messageID, err)
+	}
+	return nil
+}
+
+// ResetFailedRecipients makes failed recipients pending again and the
+// message queued, for a retry that a person asked for.
+func (s *Store) ResetFailedRecipients(ctx context.Context, messageID int64) error {
+	_, err := s.db.Exec(ctx, `UPDATE outbound_recipients SET state = 'pending', updated_at = now()
+		WHERE message_id = $1 AND state = 'failed'`, messageID)
+	if err == nil {
+		_, err = s.db.Exec(ctx, `UPDATE outbound_emails SET state = 'queued', updated_at = now()
+			WHERE message_id = $1 AND state IN ('failed', 'partially_sent')`, messageID)
+	}
+	if err != nil {
+		return fmt.Errorf("reset failed recipients of %d: %w", messageID, err)
+	}
+	return nil
+}
+
+// OutboundMessageOfJob returns the message that an email job delivers, or ErrNotFound.
+func (s *Store) OutboundMessageOfJob(ctx context.Context, jobID int64) (int64, error) {
+	var id int64
+	if err := s.db.QueryRow(ctx, `SELECT message_id FROM outbound_emails WHERE job_id = $1`, jobID).Scan(&id); err != nil {
+		return 0, fmt.Errorf("outbound message of job %d: %w", jobID, interpretError(err))
+	}
+	return id, nil
+}
