@@ -73,43 +73,69 @@ func (s *Store) ListMessages(ctx context.Context, ticketID string) ([]*Message, 
 // ThreadIDs are the Message-IDs a reply's thread headers are built from.
 type ThreadIDs struct {
 	Root    string   // the ticket's first message's, the thread root
-	Earlier []string // every earlier message's that has one, oldest first
+	Earlier []string // the root, then the newest earlier messages' (up to threadWindow), oldest first
 	Parent  string   // the newest earlier inbound message's, else Root
 }
 
+// threadWindow is how many of the newest earlier Message-IDs ReplyThread
+// reads. References keeps the root and as many of the newest as fit in one
+// 998-character line, which even 10-character ids do not exceed, so reading
+// more would only cost time on long tickets.
+const threadWindow = 100
+
 // ReplyThread collects the Message-IDs of the messages before reply on its
-// ticket. The reply itself is left out explicitly (id <> reply): its own
-// Message-ID is stored before the first send, and a message is never its
-// own ancestor, on the first attempt or the tenth.
+// ticket: the root, the newest threadWindow, and the newest inbound one.
+// Each is an index scan on messages_ticket, so the cost does not grow with
+// the ticket's length.
+//
+// The reply itself is left out explicitly (id <> reply): its Message-ID is
+// stored before the first send, so without that clause a retry, or even the
+// first attempt, would cite the reply as its own ancestor.
 func (s *Store) ReplyThread(ctx context.Context, reply *Message) (*ThreadIDs, error) {
-	rows, err := s.db.Query(ctx, `SELECT email_message_id, direction FROM messages
-		WHERE ticket_id = $1
-		  AND email_message_id IS NOT NULL
-		  AND id <> $2
-		  AND created_at <= $3
-		ORDER BY created_at, id`, reply.TicketID, reply.ID, reply.CreatedAt)
+	// Each part repeats the filter rather than sharing a CTE: a CTE used
+	// three times is materialised, which reads the whole ticket.
+	const earlier = `FROM messages
+		WHERE ticket_id = $1 AND email_message_id IS NOT NULL AND id <> $2 AND created_at <= $3`
+	rows, err := s.db.Query(ctx, `
+		(SELECT 'root', email_message_id, created_at, id `+earlier+` ORDER BY created_at, id LIMIT 1)
+		UNION ALL
+		(SELECT 'parent', email_message_id, created_at, id `+earlier+` AND direction = 'inbound'
+			ORDER BY created_at DESC, id DESC LIMIT 1)
+		UNION ALL
+		(SELECT * FROM (SELECT 'newest', email_message_id, created_at, id `+earlier+`
+			ORDER BY created_at DESC, id DESC LIMIT $4) newest ORDER BY created_at, id)`,
+		reply.TicketID, reply.ID, reply.CreatedAt, threadWindow)
 	if err != nil {
 		return nil, fmt.Errorf("thread of message %d: %w", reply.ID, err)
 	}
 	defer rows.Close()
 	t := &ThreadIDs{}
 	for rows.Next() {
-		var id, direction string
-		if err := rows.Scan(&id, &direction); err != nil {
+		var part, id string
+		var at time.Time
+		var msgID int64
+		if err := rows.Scan(&part, &id, &at, &msgID); err != nil {
 			return nil, fmt.Errorf("thread of message %d: %w", reply.ID, err)
 		}
-		if t.Root == "" {
+		switch part {
+		case "root":
 			t.Root = id
-		}
-		t.Earlier = append(t.Earlier, id)
-		if direction == DirectionInbound {
+			t.Earlier = append([]string{id}, t.Earlier...)
+		case "newest":
+			if id != t.Root {
+				t.Earlier = append(t.Earlier, id)
+			}
+		case "parent":
 			t.Parent = id
 		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("thread of message %d: %w", reply.ID, err)
 	}
 	if t.Parent == "" {
 		t.Parent = t.Root
 	}
-	return t, rows.Err()
+	return t, nil
 }
 
 // GetMessage returns the message with the given id, or ErrNotFound.
