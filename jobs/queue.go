@@ -175,6 +175,8 @@ type OpenTicketParams struct {
 	// EmailMessageID is the first message's Message-ID when the ticket came
 	// by email; empty mints a synthetic thread root.
 	EmailMessageID string
+	Attachments    any  // the email's attachments' metadata
+	Automatic      bool // an auto-reply or bulk mail: stored, not triaged
 }
 
 // OpenTicket writes a ticket, its first message and its triage job in one
@@ -206,18 +208,59 @@ func (q *Queue) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams
 	}
 	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{
 		TicketID: ticket.ID, Direction: store.DirectionInbound, Author: author, Body: p.Body, EmailMessageID: &root,
+		Attachments: p.Attachments, AutoSubmitted: p.Automatic,
 	}); err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
-	jobID, err := q.EnqueueTriageTx(ctx, tx, ticket.ID)
-	if err != nil {
-		return nil, 0, fmt.Errorf("open ticket: %w", err)
+	if p.Automatic {
+		return ticket, 0, nil
 	}
-	if err := st.SetTicketTriageJob(ctx, ticket.ID, jobID); err != nil {
+	jobID, err := q.retriageTx(ctx, tx, ticket.ID)
+	if err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
 	ticket.TriageJobID = &jobID
 	return ticket, jobID, nil
+}
+
+// CustomerMessageParams are a customer's new message on an open ticket.
+type CustomerMessageParams struct {
+	TicketID       string
+	Author         string
+	Body           string
+	EmailMessageID string
+	Attachments    any
+	Automatic      bool // an auto-reply or bulk mail: stored, not triaged
+}
+
+// AddCustomerMessageTx stores a customer's message on a ticket and, unless
+// a machine sent it, triages the ticket again, in the caller's transaction.
+func (q *Queue) AddCustomerMessageTx(ctx context.Context, tx pgx.Tx, p *CustomerMessageParams) (*store.Message, error) {
+	msg, err := store.New(tx).InsertMessage(ctx, &store.InsertMessageParams{
+		TicketID: p.TicketID, Direction: store.DirectionInbound, Author: p.Author, Body: p.Body,
+		EmailMessageID: &p.EmailMessageID, Attachments: p.Attachments, AutoSubmitted: p.Automatic,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !p.Automatic {
+		if _, err := q.retriageTx(ctx, tx, p.TicketID); err != nil {
+			return nil, err
+		}
+	}
+	return msg, nil
+}
+
+// retriageTx enqueues a triage job for the ticket and records it as the ticket's.
+func (q *Queue) retriageTx(ctx context.Context, tx pgx.Tx, ticketID string) (int64, error) {
+	jobID, err := q.EnqueueTriageTx(ctx, tx, ticketID)
+	if err != nil {
+		return 0, err
+	}
+	if err := store.New(tx).SetTicketTriageJob(ctx, ticketID, jobID); err != nil {
+		return 0, err
+	}
+	return jobID, nil
 }
 
 // EnqueueTriageTx inserts a triage job for the ticket in the caller's transaction.

@@ -64,3 +64,23 @@ func (s *Store) UpsertCustomer(ctx context.Context, p *InsertCustomerParams) err
 	}
 	return nil
 }
+
+// CustomerByEmail returns the customer with this address, in any case, or ErrNotFound.
+func (s *Store) CustomerByEmail(ctx context.Context, email string) (*Customer, error) {
+	c, err := scanCustomer(s.db.QueryRow(ctx, `SELECT `+customerColumns+` FROM customers WHERE lower(email) = lower($1)`, email))
+	if err != nil {
+		return nil, fmt.Errorf("customer by email: %w", err)
+	}
+	return c, nil
+}
+
+// InsertCustomerByEmail adds a customer who wrote in without an account,
+// numbered from customer_number_seq.
+func (s *Store) InsertCustomerByEmail(ctx context.Context, email, name string) (*Customer, error) {
+	c, err := scanCustomer(s.db.QueryRow(ctx, `INSERT INTO customers (id, email, name)
+		VALUES ('C-' || lpad(nextval('customer_number_seq')::text, 4, '0'), $1, $2) RETURNING `+customerColumns, email, name))
+	if err != nil {
+		return nil, fmt.Errorf("insert customer %s: %w", email, err)
+	}
+	return c, nil
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -33,6 +34,8 @@ type InsertMessageParams struct {
 	Author         string
 	Body           string
 	EmailMessageID *string
+	Attachments    any  // JSON-encodable metadata of the email's attachments; nil for none
+	AutoSubmitted  bool // sent by a machine: an auto-reply or bulk mail
 }
 
 const messageColumns = `id, ticket_id, direction, author, body, email_message_id, created_at`
@@ -47,10 +50,17 @@ func scanMessage(row pgx.Row) (*Message, error) {
 
 // InsertMessage adds a message to a ticket; a Message-ID already stored is ErrConflict.
 func (s *Store) InsertMessage(ctx context.Context, p *InsertMessageParams) (*Message, error) {
+	attachments, err := json.Marshal(p.Attachments)
+	if err != nil {
+		return nil, fmt.Errorf("insert message on %s: attachments: %w", p.TicketID, err)
+	}
+	if string(attachments) == "null" {
+		attachments = []byte("[]")
+	}
 	m, err := scanMessage(s.db.QueryRow(ctx,
-		`INSERT INTO messages (ticket_id, direction, author, body, email_message_id)
-		VALUES ($1, $2, $3, $4, $5) RETURNING `+messageColumns,
-		p.TicketID, p.Direction, p.Author, p.Body, p.EmailMessageID))
+		`INSERT INTO messages (ticket_id, direction, author, body, email_message_id, attachments, auto_submitted)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+messageColumns,
+		p.TicketID, p.Direction, p.Author, p.Body, p.EmailMessageID, attachments, p.AutoSubmitted))
 	if err != nil {
 		return nil, fmt.Errorf("insert message on %s: %w", p.TicketID, err)
 	}
@@ -145,4 +155,42 @@ func (s *Store) GetMessage(ctx context.Context, id int64) (*Message, error) {
 		return nil, fmt.Errorf("get message %d: %w", id, err)
 	}
 	return m, nil
+}
+
+// TicketOfMessageIDs returns the ticket that holds the newest of the
+// messages with these Message-IDs, sent or received; ErrNotFound if none.
+func (s *Store) TicketOfMessageIDs(ctx context.Context, ids []string) (string, error) {
+	var ticketID string
+	err := s.db.QueryRow(ctx, `SELECT ticket_id FROM messages WHERE email_message_id = ANY($1)
+		ORDER BY created_at DESC, id DESC LIMIT 1`, ids).Scan(&ticketID)
+	if err != nil {
+		return "", fmt.Errorf("find ticket by Message-IDs: %w", interpretError(err))
+	}
+	return ticketID, nil
+}
+
+// MessageIDExists reports whether a message with this Message-ID is stored.
+func (s *Store) MessageIDExists(ctx context.Context, emailMessageID string) (bool, error) {
+	var exists bool
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE email_message_id = $1)`, emailMessageID).Scan(&exists)
+	if err != nil {
+		return false, fmt.Errorf("look up Message-ID: %w", err)
+	}
+	return exists, nil
+}
+
+// IsTicketParticipant reports whether the address is the ticket's
+// customer's or was a recipient of one of its outbound messages.
+func (s *Store) IsTicketParticipant(ctx context.Context, ticketID, address string) (bool, error) {
+	var ok bool
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (
+			SELECT 1 FROM tickets t JOIN customers c ON c.id = t.customer_id
+			WHERE t.id = $1 AND lower(c.email) = lower($2))
+		OR EXISTS (
+			SELECT 1 FROM outbound_recipients r JOIN messages m ON m.id = r.message_id
+			WHERE m.ticket_id = $1 AND lower(r.address) = lower($2))`, ticketID, address).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("participants of %s: %w", ticketID, err)
+	}
+	return ok, nil
 }

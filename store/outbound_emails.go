@@ -247,3 +247,28 @@ func (s *Store) OutboundMessageOfJob(ctx context.Context, jobID int64) (int64, e
 	}
 	return id, nil
 }
+
+// RecordBounce marks the recipient of our message with this Message-ID as
+// failed, as a delivery report said; found is false when we sent no such
+// message to that address.
+func (s *Store) RecordBounce(ctx context.Context, emailMessageID, address, status string) (found bool, err error) {
+	tag, err := s.db.Exec(ctx, `UPDATE outbound_recipients r SET state = 'failed', smtp_text = $3, updated_at = now()
+		FROM messages m
+		WHERE m.id = r.message_id AND m.email_message_id = $1 AND lower(r.address) = lower($2)`,
+		emailMessageID, address, "bounced: "+status)
+	if err != nil {
+		return false, fmt.Errorf("record bounce of %s: %w", address, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return false, nil
+	}
+	_, err = s.db.Exec(ctx, `UPDATE outbound_emails e SET
+			state = CASE WHEN EXISTS (SELECT 1 FROM outbound_recipients WHERE message_id = e.message_id AND state = 'sent')
+			             THEN 'partially_sent' ELSE 'failed' END,
+			last_error = $2, updated_at = now()
+		FROM messages m WHERE m.id = e.message_id AND m.email_message_id = $1`, emailMessageID, "bounced: "+address+": "+status)
+	if err != nil {
+		return false, fmt.Errorf("record bounce of %s: %w", address, err)
+	}
+	return true, nil
+}

@@ -10,7 +10,8 @@ import (
 func (s *Store) Reset(ctx context.Context) error {
 	_, err := s.db.Exec(ctx, `TRUNCATE outbound_recipients, outbound_emails, smtp_relays, ai_runs, messages, tickets, customers, agents,
 		api_keys, idempotency_keys, river_job RESTART IDENTITY;
-		ALTER SEQUENCE ticket_number_seq RESTART WITH 500001`)
+		ALTER SEQUENCE ticket_number_seq RESTART WITH 500001;
+		ALTER SEQUENCE customer_number_seq RESTART WITH 100000`)
 	if err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}

@@ -49,6 +49,9 @@ func TestConfigErrorsNameTheVariableAndStopTheStart(t *testing.T) {
 		{"MailDomainNotADomain", "HELPDESK_MAIL_DOMAIN", "not a domain", "HELPDESK_MAIL_DOMAIN (-mail-domain)"},
 		{"FromNotAnAddress", "HELPDESK_FROM", "Support", "HELPDESK_FROM (-from)"},
 		{"EmailMaxAttemptsZero", "HELPDESK_EMAIL_MAX_ATTEMPTS", "0", "HELPDESK_EMAIL_MAX_ATTEMPTS"},
+		{"InboundLMTPNotABoolean", "HELPDESK_INBOUND_LMTP", "yes", "HELPDESK_INBOUND_LMTP (-inbound-lmtp)"},
+		{"InboundAddrWithoutPort", "HELPDESK_INBOUND_ADDR", "127.0.0.1", "HELPDESK_INBOUND_ADDR (-inbound-addr)"},
+		{"InboundDomainsNotDomains", "HELPDESK_INBOUND_DOMAINS", "example.com,not a domain", "HELPDESK_INBOUND_DOMAINS"},
 		{"IdempotencyRetentionNotADuration", "HELPDESK_IDEMPOTENCY_RETENTION", "1 day", "HELPDESK_IDEMPOTENCY_RETENTION"},
 		{"DatabaseURLMissing", "DATABASE_URL", "", "DATABASE_URL (-database-url) is not set"},
 	} {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"helpdesk/api"
@@ -16,6 +17,7 @@ import (
 	"helpdesk/jobs/provider"
 	"helpdesk/jobs/provider/simulator"
 	"helpdesk/mail"
+	"helpdesk/mail/inbound"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )
@@ -41,6 +43,11 @@ type serveConfig struct {
 	EmailRetryCap    time.Duration
 	EmailMaxAttempts int
 	SMTPTimeout      time.Duration
+
+	InboundAddr     string // empty: no inbound listener
+	InboundLMTP     bool
+	InboundMaxBytes int
+	InboundDomains  []string
 }
 
 var mailDomainRE = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)+$`)
@@ -71,6 +78,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	emailCap := fs.setting("email-retry-cap", "HELPDESK_EMAIL_RETRY_CAP", "15m", "longest wait after any email failure")
 	emailAttempts := fs.setting("email-max-attempts", "HELPDESK_EMAIL_MAX_ATTEMPTS", "8", "attempts before an email becomes a dead letter")
 	smtpTimeout := fs.setting("smtp-timeout", "HELPDESK_SMTP_TIMEOUT", "1m", "deadline of each SMTP phase")
+	inboundAddr := fs.setting("inbound-addr", "HELPDESK_INBOUND_ADDR", "", "address of the inbound SMTP (or LMTP) listener; unset: none")
+	inboundLMTP := fs.setting("inbound-lmtp", "HELPDESK_INBOUND_LMTP", "0", "1: speak LMTP on the inbound listener, for a Postfix in front")
+	inboundMax := fs.setting("inbound-max-bytes", "HELPDESK_INBOUND_MAX_BYTES", "26214400", "largest inbound message; larger ones get 552 5.3.4")
+	inboundDomains := fs.setting("inbound-domains", "HELPDESK_INBOUND_DOMAINS", "", "comma-separated support domains accepted as recipients; default HELPDESK_MAIL_DOMAIN")
 	if err := fs.parse(args); err != nil {
 		return serveConfig{}, err
 	}
@@ -78,7 +89,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		return serveConfig{}, usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
 
-	var e errs
+	var (
+		e   errs
+		err error
+	)
 	cfg := serveConfig{
 		ProviderURL:       providerURL.val,
 		ProviderKey:       providerKey.val,
@@ -95,6 +109,25 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		EmailRetryCap:     duration(&e, emailCap),
 		EmailMaxAttempts:  positiveInt(&e, emailAttempts),
 		SMTPTimeout:       duration(&e, smtpTimeout),
+		InboundMaxBytes:   positiveInt(&e, inboundMax),
+		InboundLMTP:       inboundLMTP.val == "1" || inboundLMTP.val == "true",
+	}
+	if inboundAddr.val != "" {
+		cfg.InboundAddr, err = inboundAddr.hostPort()
+		e.keep(err)
+	}
+	if v := inboundLMTP.val; v != "0" && v != "1" && v != "true" && v != "false" {
+		e.keep(inboundLMTP.fail("1 or 0"))
+	}
+	cfg.InboundDomains = []string{cfg.MailDomain}
+	if inboundDomains.val != "" {
+		cfg.InboundDomains = nil
+		for _, d := range strings.Split(inboundDomains.val, ",") {
+			if d = strings.TrimSpace(d); !mailDomainRE.MatchString(d) {
+				e.keep(inboundDomains.fail("domain names separated by commas"))
+			}
+			cfg.InboundDomains = append(cfg.InboundDomains, strings.TrimSpace(d))
+		}
 	}
 	if !mailDomainRE.MatchString(cfg.MailDomain) {
 		e.keep(domain.fail("a domain name such as support.example.com"))
@@ -108,7 +141,6 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	} else {
 		cfg.From = a
 	}
-	var err error
 	cfg.DatabaseURL, err = db.required()
 	e.keep(err)
 	cfg.HTTPAddr, err = addr.hostPort()
@@ -211,6 +243,21 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
+
+	if cfg.InboundAddr != "" {
+		receiver := inbound.NewReceiver(pool, queue, cfg.InboundDomains, logger)
+		inboundServer := inbound.NewServer(receiver, inbound.ServerConfig{Domain: cfg.MailDomain, LMTP: cfg.InboundLMTP,
+			MaxBytes: int64(cfg.InboundMaxBytes)})
+		inboundLn, err := net.Listen("tcp", cfg.InboundAddr)
+		if err != nil {
+			_ = httpServer.Close()
+			return fmt.Errorf("listen on HELPDESK_INBOUND_ADDR %s: %w", cfg.InboundAddr, err)
+		}
+		go func() { _ = inboundServer.Serve(inboundLn) }()
+		defer inboundServer.Close()
+		logger.Info("receiving mail", slog.String("addr", inboundLn.Addr().String()), slog.Bool("lmtp", cfg.InboundLMTP),
+			slog.Any("domains", cfg.InboundDomains))
+	}
 
 	// The queue runs on a context of its own: a signal must lead to the
 	// graceful Stop below, not to River's immediate cancellation.

@@ -1,0 +1,143 @@
+package inbound_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"helpdesk/mail/inbound"
+)
+
+func fixture(t testing.TB, name string, vars ...string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "mail", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(strings.NewReplacer(vars...).Replace(string(b)))
+}
+
+func TestParseRealMail(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		file  string
+		check func(t *testing.T, m *inbound.Message)
+	}{
+		{"gmail_new_ticket.eml", func(t *testing.T, m *inbound.Message) {
+			if m.Subject != "Charged twice — invoice 1042" || m.From != "ada.lovelace@example.com" || m.FromName != "Ada Lovelace" {
+				t.Errorf("subject %q from %q %q", m.Subject, m.FromName, m.From)
+			}
+			if m.MessageID != "<CAJx8k=Qd1mVb0bC7u+XQ2r9aH5tWzNq@mail.gmail.com>" || !m.HasOwnID {
+				t.Errorf("Message-ID %q", m.MessageID)
+			}
+			if !strings.Contains(m.Text, "2 × 49,00 €") || strings.Contains(m.Text, "<div") {
+				t.Errorf("text %q: want the plain part, decoded", m.Text)
+			}
+		}},
+		{"outlook_reply.eml", func(t *testing.T, m *inbound.Message) {
+			if !strings.Contains(m.Text, "Met vriendelijke groeten") && !strings.Contains(m.Text, "grüeten") {
+				t.Errorf("ISO-8859-1 text not decoded: %q", m.Text)
+			}
+			if !strings.HasPrefix(m.MessageID, "<AM6PR08MB4214") || m.Subject != "RE: Re: Late parcel [#T-500001]" {
+				t.Errorf("folded Message-ID %q, subject %q", m.MessageID, m.Subject)
+			}
+		}},
+		{"applemail_html_only.eml", func(t *testing.T, m *inbound.Message) {
+			want := "The app crashes when I open Settings . See this page (https://status.example.com/incident/42)"
+			if !strings.Contains(m.Text, "Hello support team,") || !strings.Contains(m.Text, want) || strings.Contains(m.Text, "color") {
+				t.Errorf("HTML turned into %q", m.Text)
+			}
+		}},
+		{"thunderbird_latin1_attachment.eml", func(t *testing.T, m *inbound.Message) {
+			if m.Subject != "Problème de livraison" || m.FromName != "Gaëlle Dubois" || !strings.Contains(m.Text, "arrivé") {
+				t.Errorf("subject %q, name %q, text %q", m.Subject, m.FromName, m.Text)
+			}
+			if len(m.Attachments) != 1 || m.Attachments[0].Name != "facture-1042.pdf" || m.Attachments[0].Type != "application/pdf" || m.Attachments[0].Size < 500 {
+				t.Errorf("attachments %+v", m.Attachments)
+			}
+		}},
+		{"no_message_id.eml", func(t *testing.T, m *inbound.Message) {
+			if m.HasOwnID || !strings.HasSuffix(m.MessageID, "@no-message-id.invalid>") {
+				t.Errorf("Message-ID %q", m.MessageID)
+			}
+			again, _ := inbound.Parse(fixture(t, "no_message_id.eml"))
+			if again.MessageID != m.MessageID {
+				t.Errorf("the derived id is not stable")
+			}
+		}},
+		{"autoreply.eml", func(t *testing.T, m *inbound.Message) {
+			if !m.Automatic {
+				t.Error("an out-of-office reply is not marked automatic")
+			}
+		}},
+		{"delivery_report.eml", func(t *testing.T, m *inbound.Message) {
+			r := m.Report
+			if r == nil || r.OriginalMessageID != "<orig@helpdesk.example.com>" || !strings.HasPrefix(r.Failed["bram@example.com"], "5.1.1") {
+				t.Errorf("report %+v", r)
+			}
+		}},
+		{"lenient_ids.eml", func(t *testing.T, m *inbound.Message) {
+			if m.MessageID != "<farah-1234@example.com>" || strings.Join(m.InReplyTo, " ") != "<a@x> <unbracketed@y>" ||
+				strings.Join(m.References, " ") != "<a@x> <b@x> <noatsign> <c@x>" {
+				t.Errorf("ids %q %v %v", m.MessageID, m.InReplyTo, m.References)
+			}
+		}},
+	} {
+		t.Run(strings.TrimSuffix(tc.file, ".eml"), func(t *testing.T) {
+			t.Parallel()
+			m, err := inbound.Parse(fixture(t, tc.file, "{{IN_REPLY_TO}}", "<x@y>", "{{RECIPIENT}}", "bram@example.com",
+				"{{ORIGINAL_MESSAGE_ID}}", "<orig@helpdesk.example.com>"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, m)
+		})
+	}
+}
+
+func TestParseIDList(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"<a@b>":                    "<a@b>",
+		"<a@b> <c@d>":              "<a@b> <c@d>",
+		"<a@b>,<c@d>, <e@f>":       "<a@b> <c@d> <e@f>",
+		"a@b":                      "<a@b>",
+		"<a@b> (comment (nested))": "<a@b>",
+		"<a @b>":                   "<a@b>",
+		"<unterminated@x":          "<unterminated@x>",
+		"":                         "",
+		"<a@b><a@b>":               "<a@b>",
+	} {
+		if got := strings.Join(inbound.ParseIDList(in), " "); got != want {
+			t.Errorf("ParseIDList(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	entries, _ := os.ReadDir(filepath.Join("..", "..", "testdata", "mail"))
+	for _, e := range entries {
+		f.Add(fixture(f, e.Name()))
+	}
+	rc := inbound.NewReceiver(nil, nil, []string{"helpdesk.example.com"}, nil)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		m, err := inbound.Parse(raw)
+		if err != nil {
+			return
+		}
+		for _, c := range rc.Candidates(m, []string{"support+t-500001@helpdesk.example.com", string(raw[:min(len(raw), 64)])}) {
+			if !strings.HasPrefix(c.TicketID, "T-") || strings.ContainsAny(c.TicketID, " \r\n") {
+				t.Errorf("candidate %+v", c)
+			}
+		}
+		if m.MessageID == "" || !strings.HasPrefix(m.MessageID, "<") || strings.ContainsAny(m.Subject, "\r\n") {
+			t.Errorf("parsed into %+v", m)
+		}
+		for _, id := range append(m.InReplyTo, m.References...) {
+			if strings.ContainsAny(id, " \r\n") {
+				t.Errorf("id %q", id)
+			}
+		}
+	})
+}

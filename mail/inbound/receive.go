@@ -1,0 +1,234 @@
+package inbound
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"helpdesk/jobs"
+	"helpdesk/store"
+)
+
+// Receiver files inbound mail under tickets.
+type Receiver struct {
+	pool    *pgxpool.Pool
+	queue   *jobs.Queue
+	domains []string // the support domains, lower case
+	logger  *slog.Logger
+}
+
+// NewReceiver returns a receiver for mail to the given support domains.
+func NewReceiver(pool *pgxpool.Pool, queue *jobs.Queue, domains []string, logger *slog.Logger) *Receiver {
+	lower := make([]string, len(domains))
+	for i, d := range domains {
+		lower[i] = strings.ToLower(d)
+	}
+	return &Receiver{pool: pool, queue: queue, domains: lower, logger: logger}
+}
+
+// Outcome is what became of one received message.
+type Outcome struct {
+	Kind      string // "new_ticket", "reply", "duplicate", "bounce", "ignored"
+	TicketID  string
+	MessageID int64
+	Matched   string // how it found its ticket: "headers", "plus_address", "subject", or "" for a new ticket
+}
+
+// ErrNoSender is a message without a usable From address.
+var ErrNoSender = errors.New("the message has no sender address")
+
+// AcceptsRecipient reports whether rcpt is at one of the support domains.
+func (rc *Receiver) AcceptsRecipient(rcpt string) bool {
+	_, domain, ok := strings.Cut(strings.ToLower(rcpt), "@")
+	if !ok {
+		return false
+	}
+	for _, d := range rc.domains {
+		if domain == d {
+			return true
+		}
+	}
+	return false
+}
+
+// Receive parses raw and stores it in one transaction: under its ticket
+// (found by its headers, then a plus-address, then a subject token), or as
+// a new ticket. A message already stored (same Message-ID, or the same
+// content without one) changes nothing. A delivery report about one of our
+// messages marks its recipient failed instead.
+func (rc *Receiver) Receive(ctx context.Context, rcpts []string, raw []byte) (*Outcome, error) {
+	msg, err := Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	var out *Outcome
+	for try := 0; ; try++ {
+		err = pgx.BeginFunc(ctx, rc.pool, func(tx pgx.Tx) error {
+			out, err = rc.file(ctx, tx, msg, rcpts)
+			return err
+		})
+		// A copy delivered at the same moment stored the same Message-ID
+		// (or the same new customer) first: once more, and it is seen.
+		if !errors.Is(err, store.ErrConflict) || try == 1 {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	rc.logger.InfoContext(ctx, "inbound mail", slog.String("outcome", out.Kind), slog.String("ticket_id", out.TicketID),
+		slog.String("matched", out.Matched), slog.String("message_id", msg.MessageID), slog.Bool("automatic", msg.Automatic))
+	return out, nil
+}
+
+func (rc *Receiver) file(ctx context.Context, tx pgx.Tx, msg *Message, rcpts []string) (*Outcome, error) {
+	st := store.New(tx)
+	if exists, err := st.MessageIDExists(ctx, msg.MessageID); err != nil || exists {
+		return &Outcome{Kind: "duplicate"}, err
+	}
+	if msg.Report != nil {
+		return rc.bounce(ctx, st, msg)
+	}
+	if msg.From == "" {
+		return nil, ErrNoSender
+	}
+
+	ticketID, how, err := rc.match(ctx, st, msg, rcpts)
+	if err != nil {
+		return nil, err
+	}
+	customer, err := st.CustomerByEmail(ctx, msg.From)
+	if errors.Is(err, store.ErrNotFound) && ticketID == "" {
+		name := msg.FromName
+		if name == "" {
+			name, _, _ = strings.Cut(msg.From, "@")
+		}
+		customer, err = st.InsertCustomerByEmail(ctx, msg.From, name)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	author := "email:" + msg.From
+	if customer != nil {
+		author = "customer:" + customer.ID
+	}
+
+	if ticketID == "" {
+		subject := msg.Subject
+		if subject == "" {
+			subject = "(no subject)"
+		}
+		ticket, _, err := rc.queue.OpenTicketTx(ctx, tx, &jobs.OpenTicketParams{
+			CustomerID: customer.ID, Subject: truncateRunes(subject, 200), Body: msg.Text, Author: author,
+			EmailMessageID: msg.MessageID, Attachments: msg.Attachments, Automatic: msg.Automatic,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &Outcome{Kind: "new_ticket", TicketID: ticket.ID}, nil
+	}
+	m, err := rc.queue.AddCustomerMessageTx(ctx, tx, &jobs.CustomerMessageParams{
+		TicketID: ticketID, Author: author, Body: msg.Text, EmailMessageID: msg.MessageID,
+		Attachments: msg.Attachments, Automatic: msg.Automatic,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Outcome{Kind: "reply", TicketID: ticketID, MessageID: m.ID, Matched: how}, nil
+}
+
+var (
+	plusTicket    = regexp.MustCompile(`(?i)^[^+@]+\+(t-[0-9]+)@`)
+	subjectTicket = regexp.MustCompile(`\[#(T-[0-9]+)\]`)
+)
+
+// match finds the message's ticket. Headers that cite a Message-ID we know
+// are proof enough: those ids are random. A ticket number is not: anyone can
+// write one, so a plus-address or subject token counts only when the sender
+// is the ticket's customer or was a recipient on it.
+func (rc *Receiver) match(ctx context.Context, st *store.Store, msg *Message, rcpts []string) (string, string, error) {
+	if ids := append(append([]string{}, msg.InReplyTo...), msg.References...); len(ids) > 0 {
+		ticketID, err := st.TicketOfMessageIDs(ctx, ids)
+		if err == nil {
+			return ticketID, "headers", nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return "", "", err
+		}
+	}
+	for _, c := range rc.Candidates(msg, rcpts) {
+		ok, err := st.IsTicketParticipant(ctx, c.TicketID, msg.From)
+		if err != nil {
+			return "", "", err
+		}
+		if ok {
+			return c.TicketID, c.How, nil
+		}
+		rc.logger.WarnContext(ctx, "inbound mail names a ticket its sender is not on; opening a new ticket",
+			slog.String("ticket_id", c.TicketID), slog.String("from", msg.From))
+	}
+	return "", "", nil
+}
+
+// Candidate is a ticket a message names by number, and where.
+type Candidate struct {
+	TicketID string // T-500001
+	How      string // plus_address or subject
+}
+
+// Candidates lists the tickets a message names: plus-addresses at our
+// domains first, then a [#T-…] token in the subject. They are claims only;
+// match checks the sender against each.
+func (rc *Receiver) Candidates(msg *Message, rcpts []string) []Candidate {
+	var out []Candidate
+	for _, r := range rcpts {
+		if m := plusTicket.FindStringSubmatch(r); m != nil && rc.AcceptsRecipient(r) {
+			out = append(out, Candidate{TicketID: strings.ToUpper(m[1]), How: "plus_address"})
+		}
+	}
+	if m := subjectTicket.FindStringSubmatch(msg.Subject); m != nil {
+		out = append(out, Candidate{TicketID: m[1], How: "subject"})
+	}
+	return out
+}
+
+// bounce applies a delivery report to the outbound message it names.
+func (rc *Receiver) bounce(ctx context.Context, st *store.Store, msg *Message) (*Outcome, error) {
+	orig := msg.Report.OriginalMessageID
+	if orig == "" && len(msg.InReplyTo) > 0 {
+		orig = msg.InReplyTo[0]
+	}
+	marked := 0
+	for addr, status := range msg.Report.Failed {
+		found, err := st.RecordBounce(ctx, orig, addr, status)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			marked++
+		}
+	}
+	if marked == 0 {
+		// Backscatter, or a report on mail we never sent: nothing to file.
+		rc.logger.InfoContext(ctx, "delivery report about no message of ours", slog.String("original", orig))
+		return &Outcome{Kind: "ignored"}, nil
+	}
+	return &Outcome{Kind: "bounce"}, nil
+}
+
+func truncateRunes(s string, n int) string {
+	if i := 0; len(s) > n {
+		for j := range s {
+			if i == n {
+				return s[:j]
+			}
+			i++
+		}
+	}
+	return s
+}

@@ -1,0 +1,335 @@
+package inbound_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"helpdesk/jobs"
+	"helpdesk/jobs/jobstest"
+	"helpdesk/mail/inbound"
+	"helpdesk/mail/smtptest"
+	"helpdesk/store"
+)
+
+type bundle struct {
+	*jobstest.Bundle
+	queue    *jobs.Queue
+	receiver *inbound.Receiver
+	outbound *smtptest.Server
+	addr     string // the inbound listener, when started
+}
+
+var customers = []store.InsertCustomerParams{
+	{ID: "C-0001", Name: "Ada Lovelace", Email: "ada.lovelace@example.com"},
+	{ID: "C-0002", Name: "Bram de Vries", Email: "bram.devries@example.com"},
+	{ID: "C-0003", Name: "Chiara Romano", Email: "chiara.romano@example.com"},
+	{ID: "C-0005", Name: "Elif Yilmaz", Email: "elif.yilmaz@example.com"},
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	b := jobstest.Setup(t)
+	srv := b.WithSMTP(t)
+	for _, c := range customers {
+		if err := b.Store.UpsertCustomer(b.Ctx, &c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := b.NewQueue(t)
+	return &bundle{Bundle: b, queue: q, outbound: srv,
+		receiver: inbound.NewReceiver(b.Pool, q, []string{"helpdesk.example.com"}, jobstest.Logger())}
+}
+
+// listen serves the receiver over SMTP on loopback.
+func (b *bundle) listen(t *testing.T, config inbound.ServerConfig) {
+	t.Helper()
+	srv := inbound.NewServer(b.receiver, config)
+	srv.Addr = "127.0.0.1:0"
+	ln, err := netListen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.addr = ln.Addr().String()
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+}
+
+func (b *bundle) receive(t *testing.T, raw []byte, rcpts ...string) *inbound.Outcome {
+	t.Helper()
+	if len(rcpts) == 0 {
+		rcpts = []string{"support@helpdesk.example.com"}
+	}
+	out, err := b.receiver.Receive(context.Background(), rcpts, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// openAPITicket opens T-500001 for the customer as the API would.
+func (b *bundle) openAPITicket(t *testing.T, customerID, subject string) string {
+	t.Helper()
+	ticket, _, err := b.queue.OpenTicket(b.Ctx, &jobs.OpenTicketParams{CustomerID: customerID, Subject: subject, Body: "Hello."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ticket.ID
+}
+
+func (b *bundle) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := b.Pool.QueryRow(b.Ctx, sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestReceiveRealMail(t *testing.T) {
+	t.Parallel()
+
+	t.Run("GmailFromAKnownCustomerOpensATicketRootedAtItsMessageID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		out := b.receive(t, fixture(t, "gmail_new_ticket.eml"))
+		ticket, err := b.Store.GetTicket(b.Ctx, out.TicketID)
+		if err != nil || out.Kind != "new_ticket" || ticket.CustomerID != "C-0001" || ticket.Subject != "Charged twice — invoice 1042" {
+			t.Fatalf("outcome %+v, ticket %+v, %v", out, ticket, err)
+		}
+		msgs, _ := b.Store.ListMessages(b.Ctx, out.TicketID)
+		if len(msgs) != 1 || *msgs[0].EmailMessageID != "<CAJx8k=Qd1mVb0bC7u+XQ2r9aH5tWzNq@mail.gmail.com>" || ticket.TriageJobID == nil {
+			t.Errorf("messages %+v, triage job %v", msgs, ticket.TriageJobID)
+		}
+	})
+
+	t.Run("OutlookReplyFindsItsTicketByTheSubjectTokenOfItsCustomer", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ticketID := b.openAPITicket(t, "C-0002", "Late parcel")
+		out := b.receive(t, fixture(t, "outlook_reply.eml"))
+		if out.Kind != "reply" || out.TicketID != ticketID || out.Matched != "subject" {
+			t.Errorf("outcome %+v, want a reply on %s by subject", out, ticketID)
+		}
+	})
+
+	t.Run("AppleMailToAPlusAddressFindsItsTicket", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ticketID := b.openAPITicket(t, "C-0003", "App")
+		out := b.receive(t, fixture(t, "applemail_html_only.eml"), "support+T-500001@helpdesk.example.com")
+		if out.Kind != "reply" || out.TicketID != ticketID || out.Matched != "plus_address" {
+			t.Errorf("outcome %+v", out)
+		}
+	})
+
+	t.Run("AStrangersTicketTokenOpensANewTicketInstead", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		theirs := b.openAPITicket(t, "C-0001", "Private matter")
+		// Bram is a customer, but not on Ada's ticket, and guesses its number.
+		out := b.receive(t, fixture(t, "outlook_reply.eml"))
+		if out.Kind != "new_ticket" || out.TicketID == theirs {
+			t.Errorf("outcome %+v: a stranger wrote into %s", out, theirs)
+		}
+		if n := b.count(t, `SELECT count(*) FROM messages WHERE ticket_id = $1`, theirs); n != 1 {
+			t.Errorf("the other customer's ticket has %d messages", n)
+		}
+	})
+
+	t.Run("AnUnknownSenderBecomesACustomerAndAttachmentsAreKeptAsMetadata", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		out := b.receive(t, fixture(t, "thunderbird_latin1_attachment.eml"))
+		ticket, _ := b.Store.GetTicket(b.Ctx, out.TicketID)
+		c, err := b.Store.CustomerByEmail(b.Ctx, "gaelle.dubois@example.com")
+		if err != nil || ticket.CustomerID != c.ID || c.Name != "Gaëlle Dubois" {
+			t.Fatalf("customer %+v %v, ticket %+v", c, err, ticket)
+		}
+		if n := b.count(t, `SELECT count(*) FROM messages WHERE ticket_id = $1 AND attachments @> '[{"name": "facture-1042.pdf", "type": "application/pdf"}]'`, out.TicketID); n != 1 {
+			t.Error("the attachment's metadata was not kept")
+		}
+	})
+
+	t.Run("TheSameMessageDeliveredTwiceIsStoredOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, name := range []string{"gmail_new_ticket.eml", "no_message_id.eml"} {
+			first := b.receive(t, fixture(t, name))
+			second := b.receive(t, fixture(t, name))
+			if first.Kind != "new_ticket" || second.Kind != "duplicate" {
+				t.Errorf("%s: %+v then %+v", name, first, second)
+			}
+		}
+		if n := b.count(t, `SELECT count(*) FROM messages`); n != 2 {
+			t.Errorf("%d messages, want 2", n)
+		}
+	})
+
+	t.Run("AnAutoReplyIsStoredButStartsNoTriage", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ticketID := b.openAPITicket(t, "C-0005", "Your refund")
+		reply, _ := b.Reply(t, b.queue, ticketID, "Refunded.")
+		jobsBefore := b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'triage'`)
+		out := b.receive(t, fixture(t, "autoreply.eml", "{{IN_REPLY_TO}}", *reply.EmailMessageID))
+		if out.Kind != "reply" || out.TicketID != ticketID || out.Matched != "headers" {
+			t.Errorf("outcome %+v", out)
+		}
+		if n := b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'triage'`); n != jobsBefore {
+			t.Errorf("an auto-reply enqueued triage: %d jobs, was %d", n, jobsBefore)
+		}
+		if n := b.count(t, `SELECT count(*) FROM messages WHERE auto_submitted`); n != 1 {
+			t.Errorf("the auto-reply is not stored as automatic")
+		}
+	})
+
+	t.Run("ADeliveryReportMarksOurRecipientFailedAndOpensNoTicket", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ticketID := b.openAPITicket(t, "C-0001", "Hello")
+		reply, _ := b.Reply(t, b.queue, ticketID, "Hi.", "bram@example.com")
+		tickets := b.count(t, `SELECT count(*) FROM tickets`)
+		out := b.receive(t, fixture(t, "delivery_report.eml", "{{RECIPIENT}}", "bram@example.com", "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID))
+		if out.Kind != "bounce" || b.count(t, `SELECT count(*) FROM tickets`) != tickets {
+			t.Errorf("outcome %+v", out)
+		}
+		em, _ := b.Store.GetOutboundEmail(b.Ctx, reply.ID)
+		for _, r := range em.Recipients {
+			if r.Address == "bram@example.com" && r.State != store.RecipientFailed {
+				t.Errorf("recipient %+v, want failed", r)
+			}
+		}
+	})
+}
+
+func TestInboundSMTP(t *testing.T) {
+	t.Parallel()
+
+	t.Run("TheWholeConversationThreadsAndNeverCitesItself", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com"})
+		q := b.StartQueue(t)
+
+		// The customer mails in: a new ticket.
+		if err := sendSMTP(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", fixture(t, "gmail_new_ticket.eml")); err != nil {
+			t.Fatal(err)
+		}
+		ticketID := b.onlyTicket(t)
+		root := "<CAJx8k=Qd1mVb0bC7u+XQ2r9aH5tWzNq@mail.gmail.com>"
+
+		// An agent replies.
+		first, job1 := b.Reply(t, q, ticketID, "We refunded the second charge.")
+		jobstest.WaitFor(t, q, job1, jobs.StateSucceeded, 10*time.Second)
+
+		// The customer answers that reply from their mail client.
+		answer := "From: Ada Lovelace <ada.lovelace@example.com>\r\nTo: support@helpdesk.example.com\r\n" +
+			"Subject: Re: Charged twice [#" + ticketID + "]\r\nMessage-ID: <answer.1@mail.gmail.com>\r\n" +
+			"In-Reply-To: " + *first.EmailMessageID + "\r\nReferences: " + root + " " + *first.EmailMessageID + "\r\n\r\nThank you!\r\n"
+		if err := sendSMTP(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", []byte(answer)); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.onlyTicket(t); got != ticketID {
+			t.Fatalf("the answer went to %s, want %s", got, ticketID)
+		}
+
+		// The next reply threads under the customer's answer.
+		second, job2 := b.Reply(t, q, ticketID, "You are welcome.")
+		jobstest.WaitFor(t, q, job2, jobs.StateSucceeded, 10*time.Second)
+		em, _ := b.Store.GetOutboundEmail(b.Ctx, second.ID)
+		refs := strings.Join(em.References, " ")
+		if *em.InReplyTo != "<answer.1@mail.gmail.com>" || refs != root+" "+*first.EmailMessageID+" <answer.1@mail.gmail.com>" {
+			t.Errorf("In-Reply-To %s, References %s", *em.InReplyTo, refs)
+		}
+		if strings.Contains(refs, *second.EmailMessageID) || *em.InReplyTo == *second.EmailMessageID {
+			t.Errorf("the reply cites itself")
+		}
+	})
+
+	t.Run("OnlySupportAddressesAndSizesWithinTheLimitAreAccepted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com", MaxBytes: 4 << 10})
+		var se *smtp.SMTPError
+		err := sendSMTP(b.addr, "ada.lovelace@example.com", "someone@elsewhere.example.org", fixture(t, "gmail_new_ticket.eml"))
+		if !errors.As(err, &se) || se.Code != 550 || se.EnhancedCode != (smtp.EnhancedCode{5, 1, 1}) {
+			t.Errorf("foreign recipient: %v, want 550 5.1.1", err)
+		}
+		big := append(fixture(t, "no_message_id.eml"), []byte(strings.Repeat(strings.Repeat("x", 70)+"\r\n", 100))...)
+		err = sendSMTP(b.addr, "dmitri@example.com", "support@helpdesk.example.com", big)
+		if !errors.As(err, &se) || se.Code != 552 {
+			t.Errorf("too large: %v, want 552", err)
+		}
+		if n := b.count(t, `SELECT count(*) FROM messages`); n != 0 {
+			t.Errorf("%d messages stored", n)
+		}
+	})
+
+	t.Run("ADatabaseFailureAnswers451AndStoresNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com"})
+		// The messages table refuses writes for a moment, as a failing database would.
+		if _, err := b.Pool.Exec(b.Ctx, `CREATE FUNCTION fail() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$;
+			CREATE TRIGGER fail BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION fail()`); err != nil {
+			t.Fatal(err)
+		}
+		err := sendSMTP(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", fixture(t, "gmail_new_ticket.eml"))
+		var se *smtp.SMTPError
+		if !errors.As(err, &se) || se.Code != 451 || se.EnhancedCode != (smtp.EnhancedCode{4, 3, 0}) {
+			t.Errorf("got %v, want 451 4.3.0", err)
+		}
+		if n := b.count(t, `SELECT count(*) FROM tickets`); n != 0 {
+			t.Errorf("%d tickets stored", n)
+		}
+		// The sender retries once the database is back: the message lands once.
+		if _, err := b.Pool.Exec(b.Ctx, `DROP TRIGGER fail ON messages`); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := sendSMTP(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", fixture(t, "gmail_new_ticket.eml")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := b.count(t, `SELECT count(*) FROM messages`); n != 1 {
+			t.Errorf("%d messages after the retries, want 1", n)
+		}
+	})
+}
+
+func (b *bundle) onlyTicket(t *testing.T) string {
+	t.Helper()
+	var id string
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT id FROM tickets`).Scan(&id); err != nil {
+		t.Fatalf("want exactly one ticket: %v", err)
+	}
+	return id
+}
+
+func TestInboundLMTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com", LMTP: true})
+	conn, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := smtp.NewClientLMTP(conn)
+	defer c.Close()
+	if err := c.Hello("postfix.example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SendMail("ada.lovelace@example.com", []string{"support@helpdesk.example.com"}, bytes.NewReader(fixture(t, "gmail_new_ticket.eml"))); err != nil {
+		t.Fatalf("LMTP delivery: %v", err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM tickets`); n != 1 {
+		t.Errorf("%d tickets after an LMTP delivery", n)
+	}
+}
