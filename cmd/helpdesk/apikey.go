@@ -33,11 +33,7 @@ func cmdAPIKey(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return usageErrorf("-actor: %v", err)
 	}
-	url, err := db.required()
-	if err != nil {
-		return err
-	}
-	pool, err := store.Open(ctx, url)
+	pool, err := openDatabase(ctx, db)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"helpdesk/jobs/jobstest"
 	"helpdesk/store"
@@ -16,13 +15,9 @@ import (
 func TestDemoShowsBothDuplicatesMadeHarmless(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	start := time.Now()
 	res, err := runDemo(context.Background(), storetest.URL(), filepath.Join("..", "..", "testdata", "demo"), &out, jobstest.Logger())
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
-	}
-	if took := time.Since(start); took > 15*time.Second {
-		t.Errorf("the demo took %s, want under 15s", took)
 	}
 
 	if res.First.TicketID != "T-500001" || res.Second.TicketID != res.First.TicketID || res.Second.JobID != res.First.JobID || !res.Second.Replayed {

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"helpdesk/jobs"
-	"helpdesk/store"
 )
 
 func cmdJobs(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -44,16 +43,11 @@ func cmdJobs(ctx context.Context, args []string, getenv func(string) string, std
 	default:
 		return usageErrorf("unknown subcommand %q: want show, dead or retry", rest[0])
 	}
-	url, err := db.required()
-	if err != nil {
-		return err
-	}
 	budget, err := maxAttempts.positiveInt()
 	if err != nil {
 		return err
 	}
-
-	pool, err := store.Open(ctx, url)
+	pool, err := openDatabase(ctx, db)
 	if err != nil {
 		return err
 	}

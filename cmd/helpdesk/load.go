@@ -29,11 +29,7 @@ func cmdLoad(ctx context.Context, args []string, getenv func(string) string, std
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
-	url, err := db.required()
-	if err != nil {
-		return err
-	}
-	pool, err := store.Open(ctx, url)
+	pool, err := openDatabase(ctx, db)
 	if err != nil {
 		return err
 	}

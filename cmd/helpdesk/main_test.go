@@ -197,6 +197,19 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		return b, cancel, done
 	}
 
+	// stop does what SIGTERM does through signal.NotifyContext, and expects exit 0.
+	stop := func(t *testing.T, cancel context.CancelFunc, done chan error) {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("serve returned %v, want nil (exit 0)", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("serve did not stop")
+		}
+	}
+
 	waitRunning := func(t *testing.T, q *jobs.Queue, id int64) {
 		jobstest.WaitFor(t, q, id, jobs.StateRunning, 10*time.Second)
 	}
@@ -208,15 +221,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		_, jobID := b.OpenTicket(t, q, "Slow", "Every answer takes a second.")
 		waitRunning(t, q, jobID)
 
-		cancel() // what SIGTERM does through signal.NotifyContext
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("serve returned %v, want nil (exit 0)", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("serve did not stop")
-		}
+		stop(t, cancel, done)
 		if s, _ := q.Get(b.Ctx, jobID); s.State != jobs.StateSucceeded {
 			t.Errorf("job is %s after shutdown, want succeeded: it was let finish", s.State)
 		}
@@ -229,15 +234,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		_, jobID := b.OpenTicket(t, q, "Slow", "Every answer takes a second.")
 		waitRunning(t, q, jobID)
 
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("serve returned %v, want nil (exit 0)", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("serve did not stop")
-		}
+		stop(t, cancel, done)
 		s, _ := q.Get(b.Ctx, jobID)
 		if s.State != jobs.StateQueued || s.Attempt != 0 {
 			t.Errorf("job is %s at attempt %d after shutdown, want queued at attempt 0", s.State, s.Attempt)

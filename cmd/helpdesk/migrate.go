@@ -26,16 +26,11 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if fs.NArg() > 1 || (direction != "up" && direction != "down") {
 		return usageErrorf("want `migrate up` or `migrate down`, got %q", fs.Args())
 	}
-	url, err := db.required()
-	if err != nil {
-		return err
-	}
 	n, err := steps.positiveInt()
 	if err != nil {
 		return err
 	}
-
-	pool, err := store.Open(ctx, url)
+	pool, err := openDatabase(ctx, db)
 	if err != nil {
 		return err
 	}

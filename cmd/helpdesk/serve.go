@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"helpdesk/api"
 	"helpdesk/jobs"
 	"helpdesk/jobs/provider"
@@ -54,6 +56,15 @@ var mailDomainRE = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\
 
 func databaseSetting(fs *flagSet) *setting {
 	return fs.setting("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
+}
+
+// openDatabase connects to the database a command's DATABASE_URL names.
+func openDatabase(ctx context.Context, db *setting) (*pgxpool.Pool, error) {
+	url, err := db.required()
+	if err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, url)
 }
 
 func parseServeConfig(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
