@@ -2,6 +2,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -101,5 +102,15 @@ func (s *Server) route(pattern string, byMethod map[string]handlerFunc) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(encodeJSON(v))
+}
+
+// encodeJSON writes Message-IDs as <id@host>, not as \u003cid@host\u003e:
+// these answers are read by people and scripts, not pasted into HTML.
+func encodeJSON(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return buf.Bytes()
 }

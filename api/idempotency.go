@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -96,9 +97,7 @@ func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who Actor, c
 		if status, body, err = create(ctx, tx); err != nil {
 			return err
 		}
-		if response, err = json.Marshal(body); err != nil {
-			return err
-		}
+		response = bytes.TrimSuffix(encodeJSON(body), []byte("\n"))
 		if key != "" {
 			return st.SaveIdempotentResponse(ctx, actor, key, status, response)
 		}

@@ -172,6 +172,20 @@ func TestReceiveRealMail(t *testing.T) {
 		}
 	})
 
+	t.Run("SloppyThreadHeadersStillFindTheTicket", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ticket, _, err := b.queue.OpenTicket(b.Ctx, &jobs.OpenTicketParams{CustomerID: "C-0001", Subject: "Refund",
+			Body: "Hello.", EmailMessageID: "<unbracketed@y>"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := b.receive(t, fixture(t, "lenient_ids.eml"))
+		if out.Kind != "reply" || out.TicketID != ticket.ID || out.Matched != "headers" {
+			t.Errorf("outcome %+v, want a reply on %s found by its headers", out, ticket.ID)
+		}
+	})
+
 	t.Run("AnAutoReplyIsStoredButStartsNoTriage", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
