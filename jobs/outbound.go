@@ -89,7 +89,6 @@ type EmailWorker struct {
 
 	pool    *pgxpool.Pool
 	relay   *mail.Relay
-	from    *mail.Address
 	backoff Backoff
 	logger  *slog.Logger
 }
@@ -144,7 +143,10 @@ func (w *EmailWorker) Work(ctx context.Context, job *river.Job[EmailArgs]) error
 	if err := st.MarkSending(ctx, em.MessageID, resendsUncertain); err != nil {
 		return err
 	}
-	from, _ := mail.ParseAddress(em.FromAddress)
+	from, err := mail.ParseAddress(em.FromAddress)
+	if err != nil {
+		return w.unsendable(ctx, em, fmt.Errorf("From: %w", err))
+	}
 	res := w.relay.Send(ctx, mail.Envelope{From: from.Address, To: to}, em.Rendered)
 	if ctx.Err() != nil && res.Err != nil && !res.BodySent {
 		return ctx.Err() // shutting down: River puts the job back without spending the attempt

@@ -113,7 +113,7 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 			return nil, fmt.Errorf("register prune worker: %w", err)
 		}
 		if config.Relay != nil {
-			if err := river.AddWorkerSafely(workers, &EmailWorker{pool: pool, relay: config.Relay, from: config.From,
+			if err := river.AddWorkerSafely(workers, &EmailWorker{pool: pool, relay: config.Relay,
 				backoff: config.EmailBackoff, logger: config.Logger}); err != nil {
 				return nil, fmt.Errorf("register email worker: %w", err)
 			}

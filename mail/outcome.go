@@ -64,6 +64,9 @@ func Classify(res *Result, to []string) *Outcome {
 	if res.Uncertain {
 		o.LastError = describe(res.Err, "", false)
 	}
+	if o.LastError == "" && len(o.Recipients) > 0 && !o.Delivered {
+		o.LastError = "SMTPUnknown: the attempt ended without a reply"
+	}
 	return o
 }
 
