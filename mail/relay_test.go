@@ -1,8 +1,11 @@
 package mail_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +153,75 @@ func TestRelayConfig(t *testing.T) {
 		if _, err := mail.NewRelay(mail.RelayConfig{URL: url}); err != nil {
 			t.Errorf("%s: %v", url, err)
 		}
+	}
+}
+
+func TestRelayTLSAndAuth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	users := map[string]string{"helpdesk": "s3cret"}
+	relay := func(t *testing.T, srv *smtptest.Server, url string) *mail.Relay {
+		t.Helper()
+		r, err := mail.NewRelay(mail.RelayConfig{URL: url, HeloName: "helpdesk.example.com", CommandTimeout: time.Second,
+			TLSConfig: &tls.Config{RootCAs: srv.RootCAs(), ServerName: "127.0.0.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	t.Run("STARTTLSWhenOfferedThenLogin", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.StartWith(t, smtptest.Options{StartTLS: true, Users: users})
+		res := relay(t, srv, "smtp://helpdesk:s3cret@"+srv.Addr).Send(ctx, env, raw)
+		got := srv.Deliveries()
+		if res.Err != nil || len(got) != 1 || !got[0].TLS || got[0].User != "helpdesk" {
+			t.Errorf("result %+v, deliveries %+v", res, got)
+		}
+	})
+
+	t.Run("ImplicitTLS", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.StartWith(t, smtptest.Options{ImplicitTLS: true, Users: users})
+		res := relay(t, srv, "smtps://helpdesk:s3cret@"+srv.Addr).Send(ctx, env, raw)
+		if got := srv.Deliveries(); res.Err != nil || len(got) != 1 || !got[0].TLS {
+			t.Errorf("result %+v, deliveries %+v", res, got)
+		}
+	})
+
+	t.Run("AWrongPasswordIsAConfigError", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.StartWith(t, smtptest.Options{StartTLS: true, Users: users})
+		res := relay(t, srv, "smtp://helpdesk:wrong@"+srv.Addr).Send(ctx, env, raw)
+		var ce *mail.ConfigError
+		if !errors.As(res.Err, &ce) || len(srv.Deliveries()) != 0 {
+			t.Errorf("result %+v (%v)", res, res.Err)
+		}
+	})
+
+	t.Run("AnUntrustedCertificateSendsNothing", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.StartWith(t, smtptest.Options{StartTLS: true})
+		r, _ := mail.NewRelay(mail.RelayConfig{URL: "smtp://" + srv.Addr + "?tls=required", CommandTimeout: time.Second})
+		if res := r.Send(ctx, env, raw); res.Err == nil || len(srv.Deliveries()) != 0 {
+			t.Errorf("result %+v: sent over a certificate nobody trusts", res)
+		}
+	})
+}
+
+func TestRelayBodyWriteHasADeadline(t *testing.T) {
+	t.Parallel()
+	srv := smtptest.Start(t)
+	srv.Script(smtptest.Fault{StallBody: true})
+	r, err := mail.NewRelay(mail.RelayConfig{URL: srv.URL(), CommandTimeout: time.Second, BodyTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := append(append([]byte{}, raw...), bytes.Repeat([]byte(strings.Repeat("x", 76)+"\r\n"), 1<<19)...) // 40 MiB
+	start := time.Now()
+	res := r.Send(context.Background(), env, big)
+	var ce *mail.ConnError
+	if !errors.As(res.Err, &ce) || ce.Phase != mail.PhaseData || res.Uncertain || time.Since(start) > 30*time.Second {
+		t.Errorf("result %+v (%v) after %s; want a data-phase timeout, certain that nothing was delivered", res, res.Err, time.Since(start))
 	}
 }

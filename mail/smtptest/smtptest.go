@@ -2,14 +2,22 @@
 package smtptest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 )
 
@@ -28,6 +36,9 @@ type Fault struct {
 	// DropAfterBody reads and delivers the message, then closes the
 	// connection without a reply: the lost acknowledgement.
 	DropAfterBody bool
+	// StallBody stops reading the body after DATA, so a large message
+	// fills the socket and the client's write blocks.
+	StallBody bool
 }
 
 // Common faults, as servers write them.
@@ -48,6 +59,8 @@ type Delivery struct {
 	From string
 	To   []string
 	Raw  []byte
+	TLS  bool   // it came over TLS
+	User string // the login it came with, if any
 }
 
 // Server is the fake SMTP server.
@@ -64,12 +77,29 @@ type Server struct {
 	got      []Delivery
 	held     []net.Conn
 	received chan struct{}
+	users    map[string]string
+	roots    *x509.CertPool
+	closed   chan struct{}
+	once     sync.Once
+}
+
+// Options make the server speak TLS or ask for a login.
+type Options struct {
+	StartTLS    bool              // offer STARTTLS with a self-signed certificate for 127.0.0.1
+	ImplicitTLS bool              // speak TLS from the first byte, as on port 465
+	Users       map[string]string // accept AUTH PLAIN for these user → password; nil: no AUTH
 }
 
 // Start listens on 127.0.0.1:0 and stops when the test ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := Listen()
+	return StartWith(tb, Options{})
+}
+
+// StartWith is Start with TLS or AUTH.
+func StartWith(tb testing.TB, opts Options) *Server {
+	tb.Helper()
+	s, err := listen(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -77,15 +107,30 @@ func Start(tb testing.TB) *Server {
 	return s
 }
 
-// Listen starts a server on 127.0.0.1:0; Close stops it.
-func Listen() (*Server, error) {
+// Listen starts a plain server on 127.0.0.1:0; Close stops it.
+func Listen() (*Server, error) { return listen(Options{}) }
+
+func listen(opts Options) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Addr: ln.Addr().String(), received: make(chan struct{}, 1024)}
+	s := &Server{Addr: ln.Addr().String(), received: make(chan struct{}, 1024), users: opts.Users, closed: make(chan struct{})}
+	var tlsConfig *tls.Config
+	if opts.StartTLS || opts.ImplicitTLS {
+		if tlsConfig, s.roots, err = selfSigned(); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
 	s.ln = &scriptedListener{Listener: ln, server: s}
+	if opts.ImplicitTLS {
+		s.ln = tls.NewListener(s.ln, tlsConfig)
+	}
 	s.smtp = smtp.NewServer(smtp.BackendFunc(s.newSession))
+	if opts.StartTLS {
+		s.smtp.TLSConfig = tlsConfig
+	}
 	s.smtp.Domain = "smtptest.localhost"
 	s.smtp.ReadTimeout, s.smtp.WriteTimeout = time.Minute, time.Minute
 	s.smtp.MaxRecipients = 100
@@ -94,8 +139,11 @@ func Listen() (*Server, error) {
 	return s, nil
 }
 
-// URL is the HELPDESK_SMTP_URL that reaches this server.
+// URL is the HELPDESK_SMTP_URL that reaches this server without TLS.
 func (s *Server) URL() string { return "smtp://" + s.Addr + "?tls=none" }
+
+// RootCAs trusts the server's self-signed certificate.
+func (s *Server) RootCAs() *x509.CertPool { return s.roots }
 
 // Script sets how the next connections go, one Fault each, in order; after
 // them, connections get the fallback (see SetFallback).
@@ -143,6 +191,7 @@ func (s *Server) WaitDeliveries(n int, timeout time.Duration) []Delivery {
 
 // Close stops the server and drops every connection, hanging ones included.
 func (s *Server) Close() error {
+	s.once.Do(func() { close(s.closed) })
 	s.mu.Lock()
 	for _, c := range s.held {
 		c.Close()
@@ -200,25 +249,51 @@ func (l *scriptedListener) Accept() (net.Conn, error) {
 }
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
-	sc, ok := c.Conn().(*scriptedConn)
+	raw := c.Conn()
+	if tc, ok := raw.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	sc, ok := raw.(*scriptedConn)
 	if !ok {
 		return nil, errors.New("smtptest: unexpected connection type")
 	}
-	return &session{server: s, conn: sc}, nil
+	sess := &session{server: s, conn: sc, smtp: c}
+	if s.users != nil {
+		return &authSession{session: sess}, nil
+	}
+	return sess, nil
 }
 
 type session struct {
 	server *Server
 	conn   *scriptedConn
+	smtp   *smtp.Conn
+	user   string
 	from   string
 	to     []string
 }
 
-func (s *session) AuthPlain(username, password string) error { return nil }
-
 func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+	if s.server.users != nil && s.user == "" {
+		return smtp.ErrAuthRequired
+	}
 	s.from = from
 	return nil
+}
+
+// authSession asks for AUTH PLAIN.
+type authSession struct{ *session }
+
+func (s *authSession) AuthMechanisms() []string { return []string{sasl.Plain} }
+
+func (s *authSession) Auth(string) (sasl.Server, error) {
+	return sasl.NewPlainServer(func(_, user, pass string) error {
+		if want, ok := s.server.users[user]; !ok || want != pass {
+			return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "Authentication failed"}
+		}
+		s.user = user
+		return nil
+	}), nil
 }
 
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
@@ -230,6 +305,14 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 }
 
 func (s *session) Data(r io.Reader) error {
+	if s.conn.fault.StallBody {
+		select { // until the server closes: long past any client's body deadline
+		case <-s.server.closed:
+		case <-time.After(time.Minute):
+		}
+		s.conn.Close()
+		return nil
+	}
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		return err
@@ -238,7 +321,9 @@ func (s *session) Data(r io.Reader) error {
 		return s.conn.fault.DataErr
 	}
 	s.server.mu.Lock()
-	s.server.got = append(s.server.got, Delivery{Conn: s.conn.id, From: s.from, To: append([]string(nil), s.to...), Raw: raw})
+	_, isTLS := s.smtp.TLSConnectionState()
+	s.server.got = append(s.server.got, Delivery{Conn: s.conn.id, From: s.from, To: append([]string(nil), s.to...), Raw: raw,
+		TLS: isTLS, User: s.user})
 	s.server.mu.Unlock()
 	select {
 	case s.server.received <- struct{}{}:
@@ -255,6 +340,35 @@ func (s *session) Reset() {
 }
 
 func (s *session) Logout() error { return nil }
+
+// selfSigned makes a certificate for 127.0.0.1 that lives as long as the test.
+func selfSigned() (*tls.Config, *x509.CertPool, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "smtptest"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     []string{"localhost"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, roots, nil
+}
 
 type discardLogger struct{}
 
