@@ -135,6 +135,25 @@ func TestOutboundEmail(t *testing.T) {
 		}
 	})
 
+	t.Run("TemporaryFailuresThatLastBecomeADeadLetter", func(t *testing.T) {
+		t.Parallel()
+		b := setupEmail(t)
+		b.Config.EmailMaxAttempts = 3
+		b.smtp.SetFallback(smtptest.Fault{DataErr: smtptest.ErrTryAgainLater})
+		q := b.start(t)
+		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
+		msg, jobID := b.Reply(t, q, ticketID, "Hello back.")
+
+		s := jobstest.WaitFor(t, q, jobID, jobs.StateDeadLetter, 10*time.Second)
+		want := "SMTPTemporary: 451 4.3.0 Local error in processing, try again later (reply)"
+		if s.Attempt != 3 || jobstest.Deref(s.LastError) != want {
+			t.Errorf("dead letter at attempt %d with %q, want attempt 3 with %q", s.Attempt, jobstest.Deref(s.LastError), want)
+		}
+		if em := b.outbound(t, msg.ID); em.State != store.DeliveryFailed || em.Attempts != 3 || b.smtp.Connections() != 3 {
+			t.Errorf("email %s after %d attempts over %d connections", em.State, em.Attempts, b.smtp.Connections())
+		}
+	})
+
 	t.Run("PermanentFailureFailsAtOnceAndSendsNothingMore", func(t *testing.T) {
 		t.Parallel()
 		b := setupEmail(t)
