@@ -56,7 +56,7 @@ func BenchmarkTriageThroughput(b *testing.B) {
 		if _, err := client.InsertMany(bundle.Ctx, params); err != nil {
 			b.Fatal(err)
 		}
-		runUntilCompleted(b, bundle.Pool, noopArgs{}.Kind(), b.N, client.Start, client.Stop)
+		runUntilCompleted(b, bundle.Pool, noopArgs{}.Kind(), "jobs/s", b.N, client.Start, client.Stop)
 	})
 
 	b.Run("Triage", func(b *testing.B) {
@@ -87,7 +87,7 @@ func BenchmarkTriageThroughput(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		runUntilCompleted(b, bundle.Pool, jobs.TriageArgs{}.Kind(), b.N, q.Start, q.Stop)
+		runUntilCompleted(b, bundle.Pool, jobs.TriageArgs{}.Kind(), "tickets/s", b.N, q.Start, q.Stop)
 		if calls := bundle.Sim.TotalCalls(); calls != 3*b.N {
 			b.Errorf("provider calls = %d, want %d", calls, 3*b.N)
 		}
@@ -111,8 +111,8 @@ func sendBare(addr string, raw []byte) error {
 }
 
 // runUntilCompleted times from start until n jobs are completed and reports
-// the rate as jobs/s.
-func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind string, n int, start, stop func(context.Context) error) {
+// the rate in unit.
+func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n int, start, stop func(context.Context) error) {
 	ctx := context.Background()
 	b.ResetTimer()
 	begin := time.Now()
@@ -131,7 +131,7 @@ func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind string, n int, sta
 	}
 	elapsed := time.Since(begin)
 	b.StopTimer()
-	b.ReportMetric(float64(n)/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric(float64(n)/elapsed.Seconds(), unit)
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_ = stop(stopCtx)
@@ -188,7 +188,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		runUntilCompleted(b, bundle.Pool, jobs.EmailArgs{}.Kind(), b.N, q.Start, q.Stop)
+		runUntilCompleted(b, bundle.Pool, jobs.EmailArgs{}.Kind(), "emails/s", b.N, q.Start, q.Stop)
 		if got := len(srv.Deliveries()); got != b.N {
 			b.Errorf("%d deliveries, want %d", got, b.N)
 		}

@@ -199,10 +199,15 @@ func (w *EmailWorker) render(ctx context.Context, em *store.OutboundEmail) (*sto
 	if err != nil {
 		return nil, w.unsendable(ctx, em, err)
 	}
-	if _, err := st.SaveRendered(ctx, em.MessageID, out.InReplyTo, out.References, raw); err != nil {
+	saved, err := st.SaveRendered(ctx, em.MessageID, out.InReplyTo, out.References, raw)
+	if err != nil {
 		return nil, err
 	}
-	return st.GetOutboundEmail(ctx, em.MessageID)
+	if !saved {
+		return st.GetOutboundEmail(ctx, em.MessageID) // another delivery's bytes win
+	}
+	em.Rendered, em.InReplyTo, em.References = raw, &out.InReplyTo, out.References
+	return em, nil
 }
 
 // unsendable fails a message whose stored data cannot make a valid mail.
