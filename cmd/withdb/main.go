@@ -62,6 +62,7 @@ func run(dbName string, throwaway bool, command []string) int {
 		}
 	}
 
+	fmt.Fprintf(os.Stderr, "withdb: DATABASE_URL=%s\n", dbURL)
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
