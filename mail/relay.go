@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -41,10 +42,6 @@ type Relay struct {
 	implicitTLS bool
 	tlsMode     string // "opportunistic", "required" or "none"
 	auth        func() sasl.Client
-
-	// noStartTLS remembers that the server did not offer STARTTLS, so
-	// opportunistic mode stops asking on every message.
-	noStartTLS atomic.Bool
 }
 
 // NewRelay checks the configuration.
@@ -203,35 +200,16 @@ func (r *Relay) connect(ctx context.Context) (*smtp.Client, *limitConn, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	tlsConfig := r.tlsConfig()
-	var c *smtp.Client
-	switch {
-	case r.implicitTLS || r.tlsMode == "none" || (r.tlsMode == "opportunistic" && r.noStartTLS.Load()):
-		c = r.newClient(conn)
-		if err := c.Hello(r.config.HeloName); err != nil {
-			c.Close()
-			return nil, nil, asSMTPError(PhaseConnect, err)
-		}
-	default:
-		// go-smtp only upgrades inside NewClientStartTLS, whose first EHLO
-		// says "localhost"; the EHLO after the upgrade carries our name.
-		c, err = smtp.NewClientStartTLS(conn, tlsConfig)
-		if err != nil && strings.Contains(err.Error(), "doesn't support STARTTLS") {
-			if r.tlsMode == "required" {
-				return nil, nil, &ConfigError{Msg: "the server does not offer STARTTLS and HELPDESK_SMTP_URL says tls=required"}
-			}
-			r.noStartTLS.Store(true)
-			return r.connect(ctx)
-		}
-		if err != nil {
+	if !r.implicitTLS && r.tlsMode != "none" {
+		if conn, err = r.startTLS(conn); err != nil {
 			conn.Close()
-			return nil, nil, asSMTPError(PhaseConnect, err)
+			return nil, nil, err
 		}
-		c.CommandTimeout, c.SubmissionTimeout = r.config.CommandTimeout, r.config.ReplyTimeout
-		if err := c.Hello(r.config.HeloName); err != nil {
-			c.Close()
-			return nil, nil, asSMTPError(PhaseConnect, err)
-		}
+	}
+	c := r.newClient(conn)
+	if err := c.Hello(r.config.HeloName); err != nil {
+		c.Close()
+		return nil, nil, asSMTPError(PhaseConnect, err)
 	}
 	if r.auth != nil {
 		if err := c.Auth(r.auth()); err != nil {
@@ -244,6 +222,87 @@ func (r *Relay) connect(ctx context.Context) (*smtp.Client, *limitConn, error) {
 		}
 	}
 	return c, limit, nil
+}
+
+// startTLS reads the greeting, says EHLO with our name and upgrades to TLS
+// if the server offers it (RFC 3207), before go-smtp takes the connection.
+// go-smtp only upgrades inside NewClientStartTLS, whose EHLO would say
+// "localhost"; doing it here keeps our name in every EHLO. go-smtp then
+// reads a greeting that stands for the one we consumed, and says EHLO again,
+// as RFC 3207 §4.2 requires after the upgrade (and RFC 5321 §4.1.4 allows
+// without one).
+func (r *Relay) startTLS(conn net.Conn) (net.Conn, error) {
+	tp := textproto.NewConn(conn)
+	_, greeting, err := tp.ReadResponse(220)
+	if err != nil {
+		return conn, replyError(err)
+	}
+	id, err := tp.Cmd("EHLO %s", r.config.HeloName)
+	if err != nil {
+		return conn, &ConnError{Phase: PhaseConnect, Err: err}
+	}
+	tp.StartResponse(id)
+	_, ext, err := tp.ReadResponse(250)
+	tp.EndResponse(id)
+	if err != nil {
+		return conn, replyError(err)
+	}
+	offered := false
+	for _, line := range strings.Split(ext, "\n")[1:] {
+		offered = offered || strings.EqualFold(strings.TrimSpace(line), "STARTTLS")
+	}
+	if !offered {
+		if r.tlsMode == "required" {
+			return conn, &ConfigError{Msg: "the server does not offer STARTTLS and HELPDESK_SMTP_URL says tls=required"}
+		}
+		return &greetedConn{Conn: conn, greeting: "220 " + greeting + "\r\n"}, nil
+	}
+	id, err = tp.Cmd("STARTTLS")
+	if err != nil {
+		return conn, &ConnError{Phase: PhaseConnect, Err: err}
+	}
+	tp.StartResponse(id)
+	_, _, err = tp.ReadResponse(220)
+	tp.EndResponse(id)
+	if err != nil {
+		return conn, replyError(err)
+	}
+	tc := tls.Client(conn, r.tlsConfig())
+	if err := tc.Handshake(); err != nil {
+		return conn, &ConnError{Phase: PhaseConnect, Err: err}
+	}
+	return &greetedConn{Conn: tc, greeting: "220 " + greeting + "\r\n"}, nil
+}
+
+// greetedConn replays the greeting that startTLS consumed, for go-smtp.
+type greetedConn struct {
+	net.Conn
+	greeting string
+}
+
+func (c *greetedConn) Read(b []byte) (int, error) {
+	if c.greeting != "" {
+		n := copy(b, c.greeting)
+		c.greeting = c.greeting[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// replyError turns a reply read by net/textproto into our SMTPError.
+func replyError(err error) error {
+	var te *textproto.Error
+	if !errors.As(err, &te) {
+		return &ConnError{Phase: PhaseConnect, Err: err}
+	}
+	se := &SMTPError{Code: te.Code, Message: te.Msg, Phase: PhaseConnect}
+	if code, rest, ok := strings.Cut(te.Msg, " "); ok {
+		var e [3]int
+		if n, _ := fmt.Sscanf(code, "%d.%d.%d", &e[0], &e[1], &e[2]); n == 3 {
+			se.Enhanced, se.Message = e, rest
+		}
+	}
+	return se
 }
 
 func (r *Relay) newClient(conn net.Conn) *smtp.Client {

@@ -136,8 +136,11 @@ func TestRelaySend(t *testing.T) {
 				t.Fatal(res.Err)
 			}
 		}
-		if n := srv.Connections(); n != 3 {
-			t.Errorf("%d connections, want 3: one probe for STARTTLS, then it is remembered", n)
+		if n := srv.Connections(); n != 2 {
+			t.Errorf("%d connections, want one per message", n)
+		}
+		if d := srv.Deliveries(); d[0].TLS || d[0].Helo != "helpdesk.example.com" {
+			t.Errorf("delivery %+v, want plain and our EHLO name", d[0])
 		}
 	})
 }
@@ -175,7 +178,7 @@ func TestRelayTLSAndAuth(t *testing.T) {
 		srv := smtptest.StartWith(t, smtptest.Options{StartTLS: true, Users: users})
 		res := relay(t, srv, "smtp://helpdesk:s3cret@"+srv.Addr).Send(ctx, env, raw)
 		got := srv.Deliveries()
-		if res.Err != nil || len(got) != 1 || !got[0].TLS || got[0].User != "helpdesk" {
+		if res.Err != nil || len(got) != 1 || !got[0].TLS || got[0].User != "helpdesk" || got[0].Helo != "helpdesk.example.com" {
 			t.Errorf("result %+v, deliveries %+v", res, got)
 		}
 	})

@@ -61,6 +61,7 @@ type Delivery struct {
 	Raw  []byte
 	TLS  bool   // it came over TLS
 	User string // the login it came with, if any
+	Helo string // the name the client gave in the first EHLO of the connection
 }
 
 // Server is the fake SMTP server.
@@ -257,7 +258,7 @@ func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	if !ok {
 		return nil, errors.New("smtptest: unexpected connection type")
 	}
-	sess := &session{server: s, conn: sc, smtp: c}
+	sess := &session{server: s, conn: sc, smtp: c, helo: c.Hostname()}
 	if s.users != nil {
 		return &authSession{session: sess}, nil
 	}
@@ -268,6 +269,7 @@ type session struct {
 	server *Server
 	conn   *scriptedConn
 	smtp   *smtp.Conn
+	helo   string
 	user   string
 	from   string
 	to     []string
@@ -323,7 +325,7 @@ func (s *session) Data(r io.Reader) error {
 	s.server.mu.Lock()
 	_, isTLS := s.smtp.TLSConnectionState()
 	s.server.got = append(s.server.got, Delivery{Conn: s.conn.id, From: s.from, To: append([]string(nil), s.to...), Raw: raw,
-		TLS: isTLS, User: s.user})
+		TLS: isTLS, User: s.user, Helo: s.helo})
 	s.server.mu.Unlock()
 	select {
 	case s.server.received <- struct{}{}:
