@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -126,20 +124,5 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, who Actor)
 		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ticket_id": ticket.ID, "messages": out})
-	return nil
-}
-
-// validateText checks a message body: 1 byte to 64 KiB of UTF-8, no NUL.
-func validateText(field, s string) error {
-	switch {
-	case s == "":
-		return unprocessable("invalid_"+field, "%s must not be empty", field)
-	case len(s) > maxBodyBytes:
-		return unprocessable("invalid_"+field, "%s has %d bytes; at most %d", field, len(s), maxBodyBytes)
-	case !utf8.ValidString(s):
-		return unprocessable("invalid_"+field, "%s must be UTF-8", field)
-	case strings.ContainsRune(s, 0):
-		return unprocessable("invalid_"+field, "%s must not contain NUL characters", field)
-	}
 	return nil
 }

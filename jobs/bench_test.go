@@ -1,15 +1,12 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/emersion/go-smtp"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -94,22 +91,6 @@ func BenchmarkTriageThroughput(b *testing.B) {
 	})
 }
 
-// sendBare is one message on one connection, as the relay sends it.
-func sendBare(addr string, raw []byte) error {
-	c, err := smtp.Dial(addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := c.Hello("helpdesk.example.com"); err != nil {
-		return err
-	}
-	if err := c.SendMail("support@helpdesk.example.com", []string{"c1@example.com"}, bytes.NewReader(raw)); err != nil {
-		return err
-	}
-	return c.Quit()
-}
-
 // runUntilCompleted times from start until n jobs are completed and reports
 // the rate in unit.
 func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n int, start, stop func(context.Context) error) {
@@ -157,7 +138,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for next.Add(1) <= int64(b.N) {
-					if err := sendBare(srv.Addr, raw); err != nil {
+					if err := smtptest.Send(srv.Addr, "support@helpdesk.example.com", "c1@example.com", raw); err != nil {
 						b.Error(err)
 						return
 					}

@@ -39,8 +39,8 @@ type ReplyParams struct {
 // with its Message-ID minted now (and never again), its delivery with one
 // row per recipient, and its email_outbound job.
 func (q *Queue) CreateReplyTx(ctx context.Context, tx pgx.Tx, p *ReplyParams) (*store.Message, int64, error) {
-	if q.config.From == nil {
-		return nil, 0, ErrNoRelay
+	if q.config.Relay == nil {
+		return nil, 0, ErrNoRelay // no worker would ever send it
 	}
 	st := store.New(tx)
 	ticket, err := st.GetTicket(ctx, p.TicketID)

@@ -142,6 +142,33 @@ func (q *Queue) Get(ctx context.Context, id int64) (Status, error) {
 	return StatusOf(row), nil
 }
 
+// Await polls the job until it is in state, and returns its status then.
+// It gives up when ctx ends, or when the job reaches another final state
+// (succeeded, failed, dead_letter), which it cannot leave on its own.
+func (q *Queue) Await(ctx context.Context, id int64, state string) (Status, error) {
+	for {
+		s, err := q.Get(ctx, id)
+		if err != nil || s.State == state {
+			return s, err
+		}
+		if s.State == StateSucceeded || s.State == StateFailed || s.State == StateDeadLetter {
+			return s, fmt.Errorf("job %d is %s, not %s (last error: %s)", id, s.State, state, lastErrorOrNone(s))
+		}
+		select {
+		case <-ctx.Done():
+			return s, fmt.Errorf("job %d is still %s, not %s (last error: %s): %w", id, s.State, state, lastErrorOrNone(s), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func lastErrorOrNone(s Status) string {
+	if s.LastError == nil {
+		return "none"
+	}
+	return *s.LastError
+}
+
 // ListParams select jobs by state, in id order, a page at a time.
 type ListParams struct {
 	State   string // one of States

@@ -175,9 +175,9 @@ func (s *Store) SaveRendered(ctx context.Context, messageID int64, inReplyTo str
 // MarkSending records that an attempt starts, and counts it.
 func (s *Store) MarkSending(ctx context.Context, messageID int64, resendsUncertain bool) error {
 	_, err := s.db.Exec(ctx, `UPDATE outbound_emails
-		SET state = 'sending', attempts = attempts + 1,
+		SET state = $3, attempts = attempts + 1,
 		    uncertain_resends = uncertain_resends + CASE WHEN $2 THEN 1 ELSE 0 END, updated_at = now()
-		WHERE message_id = $1`, messageID, resendsUncertain)
+		WHERE message_id = $1`, messageID, resendsUncertain, DeliverySending)
 	if err != nil {
 		return fmt.Errorf("mark email %d sending: %w", messageID, err)
 	}

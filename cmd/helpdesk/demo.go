@@ -105,7 +105,7 @@ func deliveredHeaders(raw []byte) (threadHeaders, error) {
 
 func postReply(ctx context.Context, apiURL, key, ticketID, idemKey, body string) (replyAnswer, error) {
 	var a replyAnswer
-	status, raw, err := post(ctx, apiURL+"/v1/tickets/"+ticketID+"/replies", key, idemKey, body)
+	status, _, raw, err := post(ctx, apiURL+"/v1/tickets/"+ticketID+"/replies", key, idemKey, body)
 	if err != nil {
 		return a, err
 	}
@@ -242,7 +242,7 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 		defer cancel()
 		_ = queue.Stop(stopCtx)
 	}()
-	if res.EndState, err = waitForJob(ctx, queue, job.ID, jobs.StateSucceeded, 12*time.Second); err != nil {
+	if res.EndState, err = awaitJob(ctx, queue, job.ID, jobs.StateSucceeded, 12*time.Second); err != nil {
 		return nil, err
 	}
 	res.AfterAll = counts()
@@ -277,7 +277,7 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 		`{"body": "Hello Ada,\n\nwe refunded the second charge of invoice 1042.\n\nAlice"}`); err != nil {
 		return nil, err
 	}
-	if _, err := waitForJob(ctx, queue, res.Reply.JobID, jobs.StateSucceeded, 10*time.Second); err != nil {
+	if _, err := awaitJob(ctx, queue, res.Reply.JobID, jobs.StateSucceeded, 10*time.Second); err != nil {
 		return nil, err
 	}
 	for i, d := range smtpServer.Deliveries() {
@@ -385,54 +385,37 @@ func startDemoAPI(pool *pgxpool.Pool, queue *jobs.Queue, logger *slog.Logger) (s
 }
 
 func postTicket(ctx context.Context, apiURL, key, idemKey, body string) (createAnswer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, apiURL+"/v1/tickets", bytes.NewBufferString(body))
+	status, header, raw, err := post(ctx, apiURL+"/v1/tickets", key, idemKey, body)
+	a := createAnswer{Status: status, Replayed: header.Get(api.HeaderReplayed) == "true"}
 	if err != nil {
-		return createAnswer{}, err
+		return a, err
 	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set(api.HeaderIdempotencyKey, idemKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return createAnswer{}, err
+	if status != http.StatusAccepted {
+		return a, fmt.Errorf("POST /v1/tickets answered %d: %s", status, raw)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	a := createAnswer{Status: resp.StatusCode, Replayed: resp.Header.Get(api.HeaderReplayed) == "true"}
-	if resp.StatusCode != http.StatusAccepted {
-		return a, fmt.Errorf("POST /v1/tickets answered %d: %s", resp.StatusCode, raw)
-	}
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return a, fmt.Errorf("POST /v1/tickets: %w", err)
-	}
-	return a, nil
+	return a, json.Unmarshal(raw, &a)
 }
 
-func post(ctx context.Context, url, key, idemKey, body string) (int, []byte, error) {
+// post sends one authenticated POST with an Idempotency-Key.
+func post(ctx context.Context, url, key, idemKey, body string) (int, http.Header, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewBufferString(body))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set(api.HeaderIdempotencyKey, idemKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, raw, err
+	return resp.StatusCode, resp.Header, raw, err
 }
 
-func waitForJob(ctx context.Context, q *jobs.Queue, id int64, state string, timeout time.Duration) (jobs.Status, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		s, err := q.Get(ctx, id)
-		if err != nil || s.State == state {
-			return s, err
-		}
-		if time.Now().After(deadline) {
-			return s, fmt.Errorf("job %d is still %s after %s, want %s", id, s.State, timeout, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+// awaitJob waits at most timeout for the job to reach state.
+func awaitJob(ctx context.Context, q *jobs.Queue, id int64, state string, timeout time.Duration) (jobs.Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return q.Await(ctx, id, state)
 }

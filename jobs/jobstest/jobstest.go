@@ -169,22 +169,13 @@ func (b *Bundle) OpenTicket(tb testing.TB, q *jobs.Queue, subject, body string) 
 // WaitFor polls the job until it is in the state, failing the test after timeout.
 func WaitFor(tb testing.TB, q *jobs.Queue, jobID int64, state string, timeout time.Duration) jobs.Status {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		s, err := q.Get(context.Background(), jobID)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if s.State == state {
-			return s
-		}
-		final := s.State == jobs.StateSucceeded || s.State == jobs.StateFailed || s.State == jobs.StateDeadLetter
-		if final || time.Now().After(deadline) {
-			tb.Fatalf("job %d is %s (attempt %d, last error %s), want %s",
-				jobID, s.State, s.Attempt, Deref(s.LastError), state)
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	s, err := q.Await(ctx, jobID, state)
+	if err != nil {
+		tb.Fatalf("%v (attempt %d)", err, s.Attempt)
 	}
+	return s
 }
 
 // Deref shows a last error that may be nil.

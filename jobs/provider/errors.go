@@ -112,9 +112,10 @@ func errorDetail(body []byte) string {
 	return ""
 }
 
+// truncate cuts s to about n bytes without splitting a character.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

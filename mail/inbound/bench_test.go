@@ -13,6 +13,7 @@ import (
 
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail/inbound"
+	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )
 
@@ -50,7 +51,7 @@ func BenchmarkInbound(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-					if err := sendSMTP(ln.Addr().String(), "c@example.com", "support@helpdesk.example.com", raw(i)); err != nil {
+					if err := smtptest.Send(ln.Addr().String(), "c@example.com", "support@helpdesk.example.com", raw(i)); err != nil {
 						b.Error(err)
 						return
 					}

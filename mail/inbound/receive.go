@@ -221,14 +221,14 @@ func (rc *Receiver) bounce(ctx context.Context, st *store.Store, msg *Message) (
 	return &Outcome{Kind: "bounce"}, nil
 }
 
+// truncateRunes keeps the first n characters of s.
 func truncateRunes(s string, n int) string {
-	if i := 0; len(s) > n {
-		for j := range s {
-			if i == n {
-				return s[:j]
-			}
-			i++
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
 		}
+		i++
 	}
 	return s
 }

@@ -52,7 +52,7 @@ func (b *bundle) listen(t *testing.T, config inbound.ServerConfig) {
 	t.Helper()
 	srv := inbound.NewServer(b.receiver, config)
 	srv.Addr = "127.0.0.1:0"
-	ln, err := netListen()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestInboundSMTP(t *testing.T) {
 		q := b.StartQueue(t)
 
 		// The customer mails in: a new ticket.
-		if err := sendSMTP(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", fixture(t, "gmail_new_ticket.eml")); err != nil {
+		if err := smtptest.Send(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", fixture(t, "gmail_new_ticket.eml")); err != nil {
 			t.Fatal(err)
 		}
 		ticketID := b.onlyTicket(t)
@@ -247,7 +247,7 @@ func TestInboundSMTP(t *testing.T) {
 		answer := "From: Ada Lovelace <ada.lovelace@example.com>\r\nTo: support@helpdesk.example.com\r\n" +
 			"Subject: Re: Charged twice [#" + ticketID + "]\r\nMessage-ID: <answer.1@mail.gmail.com>\r\n" +
 			"In-Reply-To: " + *first.EmailMessageID + "\r\nReferences: " + root + " " + *first.EmailMessageID + "\r\n\r\nThank you!\r\n"
-		if err := sendSMTP(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", []byte(answer)); err != nil {
+		if err := smtptest.Send(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", []byte(answer)); err != nil {
 			t.Fatal(err)
 		}
 		if got := b.onlyTicket(t); got != ticketID {
@@ -272,12 +272,12 @@ func TestInboundSMTP(t *testing.T) {
 		b := setup(t)
 		b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com", MaxBytes: 4 << 10})
 		var se *smtp.SMTPError
-		err := sendSMTP(b.addr, "ada.lovelace@example.com", "someone@elsewhere.example.org", fixture(t, "gmail_new_ticket.eml"))
+		err := smtptest.Send(b.addr, "ada.lovelace@example.com", "someone@elsewhere.example.org", fixture(t, "gmail_new_ticket.eml"))
 		if !errors.As(err, &se) || se.Code != 550 || se.EnhancedCode != (smtp.EnhancedCode{5, 1, 1}) {
 			t.Errorf("foreign recipient: %v, want 550 5.1.1", err)
 		}
 		big := append(fixture(t, "no_message_id.eml"), []byte(strings.Repeat(strings.Repeat("x", 70)+"\r\n", 100))...)
-		err = sendSMTP(b.addr, "dmitri@example.com", "support@helpdesk.example.com", big)
+		err = smtptest.Send(b.addr, "dmitri@example.com", "support@helpdesk.example.com", big)
 		if !errors.As(err, &se) || se.Code != 552 {
 			t.Errorf("too large: %v, want 552", err)
 		}
@@ -295,7 +295,7 @@ func TestInboundSMTP(t *testing.T) {
 			CREATE TRIGGER fail BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION fail()`); err != nil {
 			t.Fatal(err)
 		}
-		err := sendSMTP(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", fixture(t, "gmail_new_ticket.eml"))
+		err := smtptest.Send(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", fixture(t, "gmail_new_ticket.eml"))
 		var se *smtp.SMTPError
 		if !errors.As(err, &se) || se.Code != 451 || se.EnhancedCode != (smtp.EnhancedCode{4, 3, 0}) {
 			t.Errorf("got %v, want 451 4.3.0", err)
@@ -308,7 +308,7 @@ func TestInboundSMTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 {
-			if err := sendSMTP(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", fixture(t, "gmail_new_ticket.eml")); err != nil {
+			if err := smtptest.Send(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", fixture(t, "gmail_new_ticket.eml")); err != nil {
 				t.Fatal(err)
 			}
 		}
