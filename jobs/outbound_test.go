@@ -154,6 +154,20 @@ func TestOutboundEmail(t *testing.T) {
 		}
 	})
 
+	t.Run("ATemporaryRefusalOfTheRecipientIsRetried", func(t *testing.T) {
+		t.Parallel()
+		b := setupEmail(t)
+		b.smtp.Script(smtptest.Fault{RcptErr: map[string]*smtp.SMTPError{"c1@example.com": smtptest.ErrMailboxFull}})
+		q := b.start(t)
+		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
+		_, jobID := b.Reply(t, q, ticketID, "Hello back.")
+
+		s := jobstest.WaitFor(t, q, jobID, jobs.StateSucceeded, 10*time.Second)
+		if s.Attempt != 2 || len(b.smtp.Deliveries()) != 1 {
+			t.Errorf("sent at attempt %d with %d deliveries; want the 452 retried once", s.Attempt, len(b.smtp.Deliveries()))
+		}
+	})
+
 	t.Run("PermanentFailureFailsAtOnceAndSendsNothingMore", func(t *testing.T) {
 		t.Parallel()
 		b := setupEmail(t)
@@ -185,7 +199,7 @@ func TestOutboundEmail(t *testing.T) {
 		b.smtp.Script(
 			smtptest.Fault{RejectConnect: smtptest.ErrServiceNotAvailable},
 			smtptest.Fault{DataErr: smtptest.ErrRateLimited},
-			smtptest.Fault{RejectConnect: smtptest.ErrServiceNotAvailable},
+			smtptest.Fault{RcptErr: map[string]*smtp.SMTPError{"c1@example.com": smtptest.ErrTooManyRecipients}},
 		)
 		q := b.start(t)
 		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")

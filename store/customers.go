@@ -78,7 +78,7 @@ func (s *Store) CustomerByEmail(ctx context.Context, email string) (*Customer, e
 // numbered from customer_number_seq.
 func (s *Store) InsertCustomerByEmail(ctx context.Context, email, name string) (*Customer, error) {
 	c, err := scanCustomer(s.db.QueryRow(ctx, `INSERT INTO customers (id, email, name)
-		VALUES ('C-' || lpad(nextval('customer_number_seq')::text, 4, '0'), $1, $2) RETURNING `+customerColumns, email, name))
+		VALUES ('C-' || nextval('customer_number_seq'), $1, $2) RETURNING `+customerColumns, email, name))
 	if err != nil {
 		return nil, fmt.Errorf("insert customer %s: %w", email, err)
 	}

@@ -157,6 +157,20 @@ func TestReceiveRealMail(t *testing.T) {
 		}
 	})
 
+	t.Run("EveryNewSenderGetsACustomerOfItsOwn", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, from := range []string{"new.one@example.org", "new.two@example.org", "new.three@example.org"} {
+			raw := "From: " + from + "\r\nTo: support@helpdesk.example.com\r\nSubject: Hello\r\nMessage-ID: <" + from + ">\r\n\r\nHi.\r\n"
+			if out := b.receive(t, []byte(raw)); out.Kind != "new_ticket" {
+				t.Errorf("%s: %+v", from, out)
+			}
+		}
+		if n := b.count(t, `SELECT count(DISTINCT id) FROM customers WHERE email LIKE 'new.%'`); n != 3 {
+			t.Errorf("%d customers for 3 new senders", n)
+		}
+	})
+
 	t.Run("TheSameMessageDeliveredTwiceIsStoredOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -183,6 +197,44 @@ func TestReceiveRealMail(t *testing.T) {
 		out := b.receive(t, fixture(t, "lenient_ids.eml"))
 		if out.Kind != "reply" || out.TicketID != ticket.ID || out.Matched != "headers" {
 			t.Errorf("outcome %+v, want a reply on %s found by its headers", out, ticket.ID)
+		}
+	})
+
+	t.Run("CopiesArrivingAtOnceFromANewSenderAreStoredOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		raw := fixture(t, "thunderbird_latin1_attachment.eml") // from a sender with no account yet
+		const copies = 8
+		outcomes := make(chan string, copies)
+		errs := make(chan error, copies)
+		start := make(chan struct{})
+		for range copies {
+			go func() {
+				<-start
+				out, err := b.receiver.Receive(context.Background(), []string{"support@helpdesk.example.com"}, raw)
+				if err != nil {
+					errs <- err
+					return
+				}
+				outcomes <- out.Kind
+			}()
+		}
+		close(start)
+		kinds := map[string]int{}
+		for range copies {
+			select {
+			case err := <-errs:
+				t.Errorf("a copy failed: %v", err) // it would have been answered 451
+			case k := <-outcomes:
+				kinds[k]++
+			}
+		}
+		if kinds["new_ticket"] != 1 || kinds["duplicate"] != copies-1 {
+			t.Errorf("outcomes %v, want one new ticket and %d duplicates", kinds, copies-1)
+		}
+		if n := b.count(t, `SELECT count(*) FROM customers WHERE email = 'gaelle.dubois@example.com'`) +
+			b.count(t, `SELECT count(*) FROM messages`); n != 2 {
+			t.Errorf("%d customers and messages, want one of each", n)
 		}
 	})
 
