@@ -233,15 +233,10 @@ func snoozes(metadata []byte) int {
 // customerText is what the customer wrote on the ticket, oldest first, cut
 // to maxPromptBytes from the front.
 func customerText(ctx context.Context, st *store.Store, ticketID string) (string, error) {
-	msgs, err := st.ListMessages(ctx, ticketID)
+	// Each message is at most 64 KiB, so the newest few always fill the prompt.
+	parts, err := st.NewestInboundBodies(ctx, ticketID, 16)
 	if err != nil {
 		return "", err
-	}
-	var parts []string
-	for _, m := range msgs {
-		if m.Direction == store.DirectionInbound {
-			parts = append(parts, m.Body)
-		}
 	}
 	text := strings.Join(parts, "\n\n")
 	if len(text) > maxPromptBytes {

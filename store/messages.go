@@ -194,3 +194,22 @@ func (s *Store) IsTicketParticipant(ctx context.Context, ticketID, address strin
 	}
 	return ok, nil
 }
+
+// NewestInboundBodies returns the bodies of the ticket's newest inbound
+// messages, at most limit of them, oldest first: what the customer said
+// lately, read through the (ticket_id, created_at, id) index however long
+// the ticket is.
+func (s *Store) NewestInboundBodies(ctx context.Context, ticketID string, limit int) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT body FROM (
+			SELECT body, created_at, id FROM messages WHERE ticket_id = $1 AND direction = 'inbound'
+			ORDER BY created_at DESC, id DESC LIMIT $2) newest
+		ORDER BY created_at, id`, ticketID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("inbound messages of %s: %w", ticketID, err)
+	}
+	bodies, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("inbound messages of %s: %w", ticketID, err)
+	}
+	return bodies, nil
+}

@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/jobs/provider/simulator"
+	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 	"helpdesk/store/storetest"
 )
@@ -240,4 +244,55 @@ func TestServeShutsDownGracefully(t *testing.T) {
 			t.Errorf("job is %s at attempt %d after shutdown, want queued at attempt 0", s.State, s.Attempt)
 		}
 	})
+}
+
+func TestServeReceivesMailWhenAnInboundAddressIsSet(t *testing.T) {
+	t.Parallel()
+	dbURL := migratedURL(t)
+	pool := openPool(t, dbURL)
+	if err := store.New(pool).UpsertCustomer(context.Background(), &store.InsertCustomerParams{
+		ID: "C-0001", Name: "Ada Lovelace", Email: "ada.lovelace@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port for the inbound listener
+	if err != nil {
+		t.Fatal(err)
+	}
+	inboundAddr := ln.Addr().String()
+	ln.Close()
+	cfg, err := parseServeConfig(nil, envOf(map[string]string{
+		"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_MAIL_DOMAIN": "helpdesk.example.com",
+		"HELPDESK_INBOUND_ADDR": inboundAddr,
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, jobstest.Logger(), func(addr string) { ready <- addr }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("serve ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve not ready after 10s")
+	}
+
+	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "mail", "gmail_new_ticket.eml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := smtptest.Send(inboundAddr, "ada.lovelace@example.com", "support@helpdesk.example.com", raw); err != nil {
+		t.Fatalf("mail to the inbound listener: %v", err)
+	}
+	var tickets int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM tickets WHERE customer_id = 'C-0001'`).Scan(&tickets); err != nil || tickets != 1 {
+		t.Errorf("%d tickets (%v), want the mail's one", tickets, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serve returned %v", err)
+	}
 }
