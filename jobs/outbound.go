@@ -91,6 +91,10 @@ type EmailWorker struct {
 	relay   *mail.Relay
 	backoff Backoff
 	logger  *slog.Logger
+
+	timeout     time.Duration // one attempt, every SMTP phase included
+	giveUpAfter time.Duration // an email still undelivered this long after it was queued fails
+	delayNotice time.Duration // after this long undelivered, it shows as delayed, with a note on the ticket
 }
 
 // NextRetry spaces the attempts of an email that failed for a while.
@@ -98,9 +102,11 @@ func (w *EmailWorker) NextRetry(job *river.Job[EmailArgs]) time.Time {
 	return w.backoff.NextRetry(job.JobRow)
 }
 
-// Timeout leaves room for a slow relay: River's default minute is shorter
-// than the SMTP phases' own deadlines.
-func (w *EmailWorker) Timeout(*river.Job[EmailArgs]) time.Duration { return 15 * time.Minute }
+// Timeout bounds one attempt, all SMTP phases together: River cancels the
+// attempt's context then, and the relay's deadlines are capped by it. The
+// rescuer hands a job back only after this, so a live attempt is never
+// given to a second worker.
+func (w *EmailWorker) Timeout(*river.Job[EmailArgs]) time.Duration { return w.timeout }
 
 // Work makes one delivery attempt.
 func (w *EmailWorker) Work(ctx context.Context, job *river.Job[EmailArgs]) error {
@@ -124,18 +130,30 @@ func (w *EmailWorker) Work(ctx context.Context, job *river.Job[EmailArgs]) error
 		return nil // sent to everyone already: a duplicate delivery of the job
 	}
 
+	if age := time.Since(em.QueuedAt); age > w.giveUpAfter {
+		return w.giveUp(ctx, em, age)
+	}
 	if em.Rendered == nil {
 		if em, err = w.render(ctx, em); err != nil {
 			return err
 		}
 	}
 
-	// A relay that asked anyone to slow down is left alone until then.
-	notBefore, err := st.RelayNotBefore(ctx, w.relay.Name())
+	// A relay that is down, or asked anyone to slow down, is left alone
+	// until its pause ends; then one job probes it while the others wait.
+	gate, err := st.EnterRelay(ctx, w.relay.Name(), w.timeout)
 	if err != nil {
 		return err
 	}
-	if wait := time.Until(notBefore); wait > 0 {
+	if gate.Wait > 0 || gate.Probing {
+		wait := gate.Wait
+		if gate.Probing {
+			// Back soon after the probe succeeds, or about when the next pause would end.
+			wait = min(max(wait, w.backoff.Base), w.backoff.Bound(gate.Faults+1))
+		}
+		if err := w.noticeDelay(ctx, em); err != nil {
+			return err
+		}
 		// A tenth more at random, so that the waiting jobs do not all come back at once.
 		return river.JobSnooze(wait + time.Duration(w.backoff.rand(int64(wait/10)+1)))
 	}
@@ -151,7 +169,59 @@ func (w *EmailWorker) Work(ctx context.Context, job *river.Job[EmailArgs]) error
 	if ctx.Err() != nil && res.Err != nil && !res.BodySent {
 		return ctx.Err() // shutting down: River puts the job back without spending the attempt
 	}
-	return w.settle(ctx, job, em, to, res)
+	return w.settle(ctx, job, em, to, res, gate.Troubled)
+}
+
+// noticeDelay shows a message that waited longer than the delay notice as
+// delayed, with a system note on its ticket for the agents, once.
+func (w *EmailWorker) noticeDelay(ctx context.Context, em *store.OutboundEmail) error {
+	if em.DelayedAt != nil || time.Since(em.QueuedAt) < w.delayNotice {
+		return nil
+	}
+	reason := "the mail relay has not taken it yet"
+	if em.LastError != nil {
+		reason = *em.LastError
+	}
+	note := fmt.Sprintf("Reply %d is not delivered after %s (%s). It is still being tried, until %s.",
+		em.MessageID, w.delayNotice, reason, em.QueuedAt.Add(w.giveUpAfter).UTC().Format(time.RFC3339))
+	var marked bool
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) (err error) {
+		marked, err = store.New(tx).MarkDelayed(ctx, em.MessageID, note)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if marked {
+		w.logger.WarnContext(ctx, "email delayed", slog.Int64("message_id", em.MessageID), slog.String("reason", reason))
+	}
+	return nil
+}
+
+// giveUp fails a message that stayed undelivered for longer than the
+// give-up age: whoever was not served is failed, and a person may retry it.
+func (w *EmailWorker) giveUp(ctx context.Context, em *store.OutboundEmail, age time.Duration) error {
+	last := "none"
+	if em.LastError != nil {
+		last = *em.LastError
+	}
+	err := fmt.Errorf("EmailExpired: not delivered within %s (queued %s ago); last error: %s",
+		w.giveUpAfter, age.Round(time.Second), last)
+	attempt := &store.AttemptResult{LastError: err.Error(), State: store.DeliveryFailed}
+	for _, r := range em.Recipients {
+		switch r.State {
+		case store.RecipientSent:
+			attempt.State = store.DeliveryPartiallySent
+		case store.RecipientPending, store.RecipientUncertain:
+			attempt.Recipients = append(attempt.Recipients, store.RecipientResult{Address: r.Address, State: store.RecipientFailed,
+				SMTPText: "given up after " + w.giveUpAfter.String()})
+		}
+	}
+	if rerr := store.New(w.pool).RecordAttempt(ctx, em.MessageID, attempt); rerr != nil {
+		return rerr
+	}
+	w.logger.ErrorContext(ctx, "email given up", slog.Int64("message_id", em.MessageID), slog.String("error", err.Error()))
+	return river.JobCancel(err)
 }
 
 // render builds the mail from the stored message and its ticket and keeps
@@ -222,8 +292,11 @@ func (w *EmailWorker) unsendable(ctx context.Context, em *store.OutboundEmail, c
 // settle classifies the attempt per recipient, records it, and tells River
 // what comes next: done, snooze (slow down: no attempt spent), retry with
 // backoff (temporary or uncertain), or stop (permanent).
-func (w *EmailWorker) settle(ctx context.Context, job *river.Job[EmailArgs], em *store.OutboundEmail, to []string, res *mail.Result) error {
+func (w *EmailWorker) settle(ctx context.Context, job *river.Job[EmailArgs], em *store.OutboundEmail, to []string, res *mail.Result, relayTroubled bool) error {
 	outcome := mail.Classify(res, to)
+	if outcome.LastError != "" {
+		em.LastError = &outcome.LastError // what a delay notice reports
+	}
 	attempt := &store.AttemptResult{SMTPReply: res.Reply, LastError: outcome.LastError}
 	var sent, failed, pending, uncertain int
 	for _, r := range em.Recipients {
@@ -245,7 +318,9 @@ func (w *EmailWorker) settle(ctx context.Context, job *river.Job[EmailArgs], em 
 			pending++
 		}
 	}
-	exhausted := job.Attempt >= job.MaxAttempts && !outcome.SlowDown && !outcome.Config && pending+uncertain > 0
+	// The attempt cap counts only what concerns the message; a relay that
+	// is down or slow spends none of it.
+	exhausted := job.Attempt >= job.MaxAttempts && !outcome.PausesRelay() && !outcome.Config && pending+uncertain > 0
 	if exhausted {
 		// River discards the job after this: whoever is left is not served.
 		for i, r := range attempt.Recipients {
@@ -271,7 +346,8 @@ func (w *EmailWorker) settle(ctx context.Context, job *river.Job[EmailArgs], em 
 		if err := store.New(tx).RecordAttempt(ctx, em.MessageID, attempt); err != nil {
 			return err
 		}
-		if outcome.Delivered {
+		// A relay that answered is up again, whatever it said of this message.
+		if relayTroubled && !outcome.PausesRelay() && !outcome.Config {
 			return store.New(tx).RelayRecovered(ctx, w.relay.Name())
 		}
 		return nil
@@ -291,15 +367,22 @@ func (w *EmailWorker) settle(ctx context.Context, job *river.Job[EmailArgs], em 
 	case outcome.Config, pending+uncertain == 0:
 		log.WarnContext(ctx, "email failed; a retry would get the same answer", slog.String("error", outcome.LastError))
 		return river.JobCancel(errors.New(outcome.LastError))
-	case outcome.SlowDown:
-		until, err := store.New(w.pool).RecordSlowDown(ctx, w.relay.Name(), outcome.LastError, w.backoff.Base, w.backoff.Cap)
+	case outcome.PausesRelay():
+		until, err := store.New(w.pool).RecordRelayFault(ctx, w.relay.Name(), outcome.LastError, w.backoff.Base, w.backoff.Cap)
 		if err != nil {
 			return err
 		}
-		log.InfoContext(ctx, "relay asks to slow down; waiting without spending an attempt",
+		if err := w.noticeDelay(ctx, em); err != nil {
+			return err
+		}
+		log.InfoContext(ctx, "relay is down or asks to slow down; waiting without spending an attempt",
 			slog.Time("until", until), slog.String("reply", outcome.LastError))
-		return river.JobSnooze(max(time.Until(until), time.Millisecond))
+		wait := max(time.Until(until), time.Millisecond)
+		return river.JobSnooze(wait + time.Duration(w.backoff.rand(int64(wait/10)+1)))
 	default:
+		if err := w.noticeDelay(ctx, em); err != nil {
+			return err
+		}
 		if uncertain > 0 {
 			log.WarnContext(ctx, "email outcome unknown; it will be sent again with the same Message-ID and bytes",
 				slog.String("error", outcome.LastError))

@@ -209,7 +209,7 @@ func TestOutboundEmail(t *testing.T) {
 		if s.Attempt != 1 || b.smtp.Connections() != 4 {
 			t.Errorf("sent at attempt %d after %d connections; want attempt 1 after 4", s.Attempt, b.smtp.Connections())
 		}
-		notBefore, err := b.Store.RelayNotBefore(b.Ctx, b.Config.Relay.Name())
+		notBefore, _, err := b.Store.RelayPaused(b.Ctx, b.Config.Relay.Name())
 		if err != nil || notBefore.IsZero() {
 			t.Errorf("the relay's pause was not recorded: %v %v", notBefore, err)
 		}
@@ -218,7 +218,7 @@ func TestOutboundEmail(t *testing.T) {
 	t.Run("APausedRelayHoldsEveryMessage", func(t *testing.T) {
 		t.Parallel()
 		b := setupEmail(t)
-		if _, err := b.Store.RecordSlowDown(b.Ctx, b.Config.Relay.Name(), "421 4.7.0 slow down", time.Hour, time.Hour); err != nil {
+		if _, err := b.Store.RecordRelayFault(b.Ctx, b.Config.Relay.Name(), "421 4.7.0 slow down", time.Hour, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		q := b.start(t)

@@ -27,6 +27,9 @@ func pruneSchedule(retention time.Duration) *river.PeriodicJob {
 		&river.PeriodicJobOpts{RunOnStart: true, ID: "idempotency_prune"})
 }
 
+// maintenanceTimeout bounds a periodic job: one DELETE.
+const maintenanceTimeout = 30 * time.Second
+
 type pruneWorker struct {
 	river.WorkerDefaults[PruneArgs]
 	pool      *pgxpool.Pool

@@ -37,13 +37,28 @@ type Config struct {
 	From             *mail.Address // the From of every reply; default Support <support@MailDomain>
 	Relay            *mail.Relay
 	EmailBackoff     Backoff // default base 5s, cap 15m
-	EmailMaxAttempts int     // default 8; then the email is a dead letter
+	// EmailMaxAttempts bounds the attempts spent on errors that concern the
+	// message (4xx at RCPT or after the body, an unknown outcome); default
+	// 8, then the email is a dead letter. A relay that is down or slow
+	// spends none: an email is given up by its age instead.
+	EmailMaxAttempts int
+	EmailGiveUpAfter time.Duration // default 72h
+	EmailDelayNotice time.Duration // default 30m
+
+	// How long one attempt of a job may run before River cancels it. They
+	// bound how soon a job whose process died is handed to another.
+	TriageTimeout time.Duration // default 45s: three provider calls and their saves
+	EmailTimeout  time.Duration // default 90s: every SMTP phase of one attempt together
+
+	// RescueStuckJobsAfter is when River's rescuer hands a job that is still
+	// "running" (its process died) to another worker. Default: the longest
+	// job timeout plus 30s; it must exceed every job timeout, so that a
+	// live attempt is never worked twice at once.
+	RescueStuckJobsAfter time.Duration
 
 	// Knobs that tests and benchmarks turn; production keeps River's defaults.
-	FetchPollInterval    time.Duration
-	FetchCooldown        time.Duration
-	RescueStuckJobsAfter time.Duration
-	JobTimeout           time.Duration
+	FetchPollInterval time.Duration
+	FetchCooldown     time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -80,6 +95,26 @@ func (c *Config) setDefaults() {
 	if c.EmailMaxAttempts <= 0 {
 		c.EmailMaxAttempts = 8
 	}
+	if c.EmailGiveUpAfter <= 0 {
+		c.EmailGiveUpAfter = 72 * time.Hour
+	}
+	if c.EmailDelayNotice <= 0 {
+		c.EmailDelayNotice = 30 * time.Minute
+	}
+	if c.TriageTimeout <= 0 {
+		c.TriageTimeout = 45 * time.Second
+	}
+	if c.EmailTimeout <= 0 {
+		c.EmailTimeout = 90 * time.Second
+	}
+	if c.RescueStuckJobsAfter <= 0 {
+		c.RescueStuckJobsAfter = c.LongestJobTimeout() + 30*time.Second
+	}
+}
+
+// LongestJobTimeout is the longest a triage or email job may run.
+func (c *Config) LongestJobTimeout() time.Duration {
+	return max(c.TriageTimeout, c.EmailTimeout)
 }
 
 // Queue is helpdesk's River client with its workers.
@@ -94,6 +129,10 @@ type Queue struct {
 // New builds the queue. It works jobs only after Start.
 func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 	config.setDefaults()
+	if config.RescueStuckJobsAfter <= config.LongestJobTimeout() {
+		return nil, fmt.Errorf("jobs: RescueStuckJobsAfter (%s) must be longer than the longest job timeout (%s)",
+			config.RescueStuckJobsAfter, config.LongestJobTimeout())
+	}
 	q := &Queue{pool: pool, config: config}
 
 	// Without a provider the queue only inserts and administers jobs, as the
@@ -104,7 +143,8 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 		periodic []*river.PeriodicJob
 	)
 	if config.Provider != nil {
-		q.triage = &TriageWorker{pool: pool, provider: config.Provider, backoff: config.TriageBackoff, logger: config.Logger}
+		q.triage = &TriageWorker{pool: pool, provider: config.Provider, backoff: config.TriageBackoff, logger: config.Logger,
+			timeout: config.TriageTimeout}
 		workers = river.NewWorkers()
 		if err := river.AddWorkerSafely(workers, q.triage); err != nil {
 			return nil, fmt.Errorf("register triage worker: %w", err)
@@ -114,7 +154,8 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 		}
 		if config.Relay != nil {
 			if err := river.AddWorkerSafely(workers, &EmailWorker{pool: pool, relay: config.Relay,
-				backoff: config.EmailBackoff, logger: config.Logger}); err != nil {
+				backoff: config.EmailBackoff, logger: config.Logger, timeout: config.EmailTimeout,
+				giveUpAfter: config.EmailGiveUpAfter, delayNotice: config.EmailDelayNotice}); err != nil {
 				return nil, fmt.Errorf("register email worker: %w", err)
 			}
 		}
@@ -131,7 +172,7 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 		FetchPollInterval:    config.FetchPollInterval,
 		FetchCooldown:        cmp.Or(config.FetchCooldown, min(config.FetchPollInterval, river.FetchCooldownDefault)),
 		RescueStuckJobsAfter: config.RescueStuckJobsAfter,
-		JobTimeout:           config.JobTimeout,
+		JobTimeout:           min(maintenanceTimeout, config.LongestJobTimeout()), // the triage and email workers set their own
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

@@ -56,12 +56,16 @@ type Status struct {
 	State       string  `json:"state"`
 	Attempt     int     `json:"attempt"`
 	MaxAttempts int     `json:"max_attempts"`
-	LastError   *string `json:"last_error"`
+	// Snoozes counts the waits that spent no attempt: the provider or the
+	// relay asked to slow down, or the relay was down.
+	Snoozes   int     `json:"snoozes"`
+	LastError *string `json:"last_error"`
 }
 
 // StatusOf describes a River job row.
 func StatusOf(row *rivertype.JobRow) Status {
-	s := Status{JobID: row.ID, Kind: row.Kind, State: stateOf(row), Attempt: row.Attempt, MaxAttempts: row.MaxAttempts}
+	s := Status{JobID: row.ID, Kind: row.Kind, State: stateOf(row), Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
+		Snoozes: snoozes(row.Metadata)}
 	var args struct {
 		TicketID string `json:"ticket_id"`
 	}

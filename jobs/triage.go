@@ -53,12 +53,16 @@ type TriageWorker struct {
 	provider *provider.Client
 	backoff  Backoff
 	logger   *slog.Logger
+	timeout  time.Duration
 
 	// Test seams, nil in production: called after a step's provider call and
 	// after its save. Returning an error stops Work there, as a crash would.
 	afterCall func(task string) error
 	afterSave func(task string) error
 }
+
+// Timeout bounds one attempt: its provider calls and their saves.
+func (w *TriageWorker) Timeout(*river.Job[TriageArgs]) time.Duration { return w.timeout }
 
 // NextRetry spaces the attempts of a triage job that failed.
 func (w *TriageWorker) NextRetry(job *river.Job[TriageArgs]) time.Time {

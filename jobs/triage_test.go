@@ -16,12 +16,14 @@ import (
 // River's rescuer hands it back and worker 2 finishes it.
 func rescueAndFinish(t *testing.T, b *jobstest.Bundle, job *river.Job[jobs.TriageArgs]) jobs.Status {
 	t.Helper()
-	const rescueAfter = time.Second
+	// The timeouts stay long enough for a loaded machine; the rescue comes
+	// just after them.
+	const rescueAfter = 6 * time.Second
 	b.Config.RescueStuckJobsAfter = rescueAfter
-	b.Config.JobTimeout = rescueAfter
+	b.Config.TriageTimeout, b.Config.EmailTimeout = 5*time.Second, 5*time.Second
 	time.Sleep(time.Until(job.AttemptedAt.Add(rescueAfter + 100*time.Millisecond)))
 	q := b.StartQueue(t) // its rescuer runs at start; its scheduler re-queues the job within 5s
-	return jobstest.WaitFor(t, q, job.ID, jobs.StateSucceeded, 15*time.Second)
+	return jobstest.WaitFor(t, q, job.ID, jobs.StateSucceeded, 30*time.Second)
 }
 
 func TestTriage(t *testing.T) {
@@ -142,10 +144,11 @@ func TestTriage(t *testing.T) {
 		t.Parallel()
 		b := jobstest.Setup(t)
 		settings := simulator.DefaultSettings()
-		settings.Mode, settings.SlowDelay = simulator.ModeSlow, simulator.Duration(5*time.Second)
+		settings.Mode, settings.SlowDelay = simulator.ModeSlow, simulator.Duration(time.Hour)
 		if err := b.Sim.Set(settings); err != nil {
 			t.Fatal(err)
 		}
+		b.ShortTimeoutProvider(t, 200*time.Millisecond)
 		b.Config.TriageMaxAttempts = 2
 		q := b.StartQueue(t)
 		_, jobID := b.OpenTicket(t, q, "Slow", "Anything.")

@@ -28,6 +28,11 @@ type Outcome struct {
 	Recipients map[string]RecipientOutcome
 	Delivered  bool // at least one recipient was served
 	SlowDown   bool // 421, 450 4.2.1, 451 4.7.x or 452 4.5.3: wait, spend no attempt
+	// RelayDown: the relay could not be reached or would not begin a
+	// session (connection refused, no greeting in time, a failed TLS
+	// handshake, a temporary refusal at connect). A fault of the relay,
+	// not of the message: wait, spend no attempt.
+	RelayDown bool
 	Config     bool // the relay setting cannot work; retrying will not help
 	LastError  string
 }
@@ -40,6 +45,7 @@ func Classify(res *Result, to []string) *Outcome {
 		o.Config, o.LastError = true, "SMTPConfig: "+cfg.Msg
 		return o
 	}
+	o.RelayDown = relayDown(res.Err)
 	for _, addr := range to {
 		rcptErr, asked := res.Rcpt[addr]
 		var decided error
@@ -68,6 +74,20 @@ func Classify(res *Result, to []string) *Outcome {
 		o.LastError = "SMTPUnknown: the attempt ended without a reply"
 	}
 	return o
+}
+
+// PausesRelay reports whether the attempt says to leave the whole relay
+// alone for a while, without spending the message's attempt.
+func (o *Outcome) PausesRelay() bool { return o.SlowDown || o.RelayDown }
+
+// relayDown tells a relay that is not there from one that answered.
+func relayDown(err error) bool {
+	var ce *ConnError
+	if errors.As(err, &ce) {
+		return ce.Phase == PhaseConnect
+	}
+	var se *SMTPError
+	return errors.As(err, &se) && se.Phase == PhaseConnect && se.Temporary()
 }
 
 // judge turns an error into a recipient's state.

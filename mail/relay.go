@@ -124,7 +124,8 @@ type Result struct {
 
 // Send makes one delivery attempt: connect, EHLO, STARTTLS, AUTH, MAIL, one
 // RCPT per recipient, DATA with raw, and the final reply. Every phase has a
-// deadline, the write of the body included, and ctx ends the attempt.
+// deadline, the write of the body included; ctx's deadline bounds them all
+// together, and ctx's end ends the attempt.
 func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 	res := &Result{Rcpt: map[string]*SMTPError{}}
 	c, conn, err := r.connect(ctx)
@@ -313,14 +314,20 @@ func (r *Relay) newClient(conn net.Conn) *smtp.Client {
 
 // limitConn caps every deadline go-smtp sets at now + limit, so that its
 // own generous defaults (five minutes for a greeting) cannot outlast ours,
-// whatever path through the library a phase takes.
+// whatever path through the library a phase takes; and at the caller's
+// deadline, so that the phases together cannot outlast the attempt.
 type limitConn struct {
 	net.Conn
 	limit atomic.Int64 // nanoseconds
+	hard  time.Time    // the context's deadline; zero for none
 }
 
 func (c *limitConn) SetDeadline(t time.Time) error {
-	if max := time.Now().Add(time.Duration(c.limit.Load())); t.IsZero() || t.After(max) {
+	max := time.Now().Add(time.Duration(c.limit.Load()))
+	if !c.hard.IsZero() && c.hard.Before(max) {
+		max = c.hard
+	}
+	if t.IsZero() || t.After(max) {
 		t = max
 	}
 	return c.Conn.SetDeadline(t)
@@ -340,6 +347,7 @@ func (r *Relay) dial(ctx context.Context) (net.Conn, *limitConn, error) {
 		return nil, nil, &ConnError{Phase: PhaseConnect, Err: err}
 	}
 	conn := &limitConn{Conn: raw}
+	conn.hard, _ = ctx.Deadline()
 	conn.setLimit(r.config.CommandTimeout)
 	if !r.implicitTLS {
 		return conn, conn, nil

@@ -16,6 +16,10 @@ const (
 	DirectionNote     = "note"     // internal, never sent
 )
 
+// AuthorSystem writes the notes that the service itself adds to a ticket,
+// such as "this reply is delayed".
+const AuthorSystem = "system"
+
 // Message is one entry of a ticket's conversation.
 type Message struct {
 	ID             int64

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +17,9 @@ const (
 	DeliveryPartiallySent = "partially_sent"
 	DeliveryFailed        = "failed"
 	DeliveryUncertain     = "uncertain"
+	// DeliveryDelayed: still not delivered after the delay notice; it is
+	// still being tried.
+	DeliveryDelayed = "delayed"
 )
 
 // Recipient states.
@@ -41,6 +45,8 @@ type OutboundEmail struct {
 	SMTPReply        *string
 	SentAt           *time.Time
 	UpdatedAt        time.Time
+	QueuedAt         time.Time  // when the reply was written; its age decides when it is given up
+	DelayedAt        *time.Time // when it was first shown as delayed
 	Recipients       []*Recipient
 }
 
@@ -87,12 +93,12 @@ func (s *Store) SetOutboundJob(ctx context.Context, messageID, jobID int64) erro
 }
 
 const outboundColumns = `message_id, job_id, from_address, state, in_reply_to, reference_ids, rendered, attempts,
-	uncertain_resends, last_error, smtp_reply, sent_at, updated_at`
+	uncertain_resends, last_error, smtp_reply, sent_at, updated_at, queued_at, delayed_at`
 
 func scanOutbound(row pgx.Row) (*OutboundEmail, error) {
 	var e OutboundEmail
 	err := row.Scan(&e.MessageID, &e.JobID, &e.FromAddress, &e.State, &e.InReplyTo, &e.References, &e.Rendered,
-		&e.Attempts, &e.UncertainResends, &e.LastError, &e.SMTPReply, &e.SentAt, &e.UpdatedAt)
+		&e.Attempts, &e.UncertainResends, &e.LastError, &e.SMTPReply, &e.SentAt, &e.UpdatedAt, &e.QueuedAt, &e.DelayedAt)
 	if err != nil {
 		return nil, interpretError(err)
 	}
@@ -213,8 +219,10 @@ func (s *Store) RecordAttempt(ctx context.Context, messageID int64, r *AttemptRe
 			return fmt.Errorf("record recipient %s of %d: %w", rr.Address, messageID, err)
 		}
 	}
+	// A delayed message stays delayed while it is still being tried.
 	_, err := s.db.Exec(ctx, `UPDATE outbound_emails
-		SET state = $2, last_error = COALESCE(NULLIF($3, ''), last_error), smtp_reply = COALESCE(NULLIF($4, ''), smtp_reply),
+		SET state = CASE WHEN delayed_at IS NOT NULL AND $2 IN ('queued', 'sending', 'uncertain') THEN 'delayed' ELSE $2 END,
+		    last_error = COALESCE(NULLIF($3, ''), last_error), smtp_reply = COALESCE(NULLIF($4, ''), smtp_reply),
 		    sent_at = CASE WHEN $2 IN ('sent', 'partially_sent') AND sent_at IS NULL THEN now() ELSE sent_at END,
 		    updated_at = now()
 		WHERE message_id = $1`, messageID, r.State, r.LastError, r.SMTPReply)
@@ -224,13 +232,38 @@ func (s *Store) RecordAttempt(ctx context.Context, messageID int64, r *AttemptRe
 	return nil
 }
 
+// MarkDelayed shows the message as delayed and adds a system note to its
+// ticket saying why, once: marked is false when it was marked before or is
+// no longer waiting. Run it in a transaction, so the note and the state
+// come together.
+func (s *Store) MarkDelayed(ctx context.Context, messageID int64, note string) (marked bool, err error) {
+	var ticketID string
+	err = s.db.QueryRow(ctx, `UPDATE outbound_emails e SET state = 'delayed', delayed_at = now(), updated_at = now()
+		FROM messages m
+		WHERE e.message_id = $1 AND m.id = e.message_id AND e.delayed_at IS NULL
+		  AND e.state IN ('queued', 'sending', 'uncertain')
+		RETURNING m.ticket_id`, messageID).Scan(&ticketID)
+	if err = interpretError(err); errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("mark email %d delayed: %w", messageID, err)
+	}
+	if _, err := s.InsertMessage(ctx, &InsertMessageParams{TicketID: ticketID, Direction: DirectionNote, Author: AuthorSystem, Body: note}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // ResetFailedRecipients makes failed recipients pending again and the
 // message queued, for a retry that a person asked for.
 func (s *Store) ResetFailedRecipients(ctx context.Context, messageID int64) error {
 	_, err := s.db.Exec(ctx, `UPDATE outbound_recipients SET state = 'pending', updated_at = now()
 		WHERE message_id = $1 AND state = 'failed'`, messageID)
 	if err == nil {
-		_, err = s.db.Exec(ctx, `UPDATE outbound_emails SET state = 'queued', updated_at = now()
+		// Its age starts again, or a message given up for its age would be
+		// given up again at once.
+		_, err = s.db.Exec(ctx, `UPDATE outbound_emails SET state = 'queued', queued_at = now(), delayed_at = NULL, updated_at = now()
 			WHERE message_id = $1 AND state IN ('failed', 'partially_sent')`, messageID)
 	}
 	if err != nil {

@@ -166,10 +166,10 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 	if err != nil {
 		return nil, err
 	}
-	// Worker 2 treats a job running for over a second as stuck, so the demo
-	// does not wait River's default hour for the rescue.
+	// Worker 2 treats a job running for over two seconds as stuck (a job
+	// may run for two), so the demo does not wait serve's two minutes.
 	config := jobs.Config{Logger: logger, Provider: client, FetchPollInterval: 100 * time.Millisecond,
-		RescueStuckJobsAfter: time.Second, JobTimeout: time.Second,
+		RescueStuckJobsAfter: 2500 * time.Millisecond, TriageTimeout: 2 * time.Second, EmailTimeout: 2 * time.Second,
 		MailDomain: "helpdesk.example.com", Relay: relay, EmailBackoff: jobs.Backoff{Base: 200 * time.Millisecond, Cap: time.Second}}
 	queue, err := jobs.New(pool, config)
 	if err != nil {

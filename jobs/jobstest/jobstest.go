@@ -21,9 +21,10 @@ import (
 	"helpdesk/store/storetest"
 )
 
-// ProviderTimeout is the provider client's timeout in tests; the
-// simulator's slow mode answers later than that.
-const ProviderTimeout = 300 * time.Millisecond
+// ProviderTimeout is the provider client's timeout in tests: long enough
+// that no call times out on a loaded machine. A test of timeouts makes its
+// own client with ShortTimeoutProvider against a simulator that never answers.
+const ProviderTimeout = 10 * time.Second
 
 // Bundle is one test's world. Change Config before StartQueue to change the
 // queue.
@@ -73,13 +74,26 @@ func SetupOn(tb testing.TB, pool *pgxpool.Pool) *Bundle {
 	}
 }
 
+// ShortTimeoutProvider points the queue at the simulator through a client
+// that gives up after timeout, for tests of what a timeout does. Pair it
+// with a simulator mode that never answers in time (slow, with a delay far
+// longer than timeout), so the outcome does not depend on the machine's load.
+func (b *Bundle) ShortTimeoutProvider(tb testing.TB, timeout time.Duration) {
+	tb.Helper()
+	client, err := provider.New(provider.Config{BaseURL: b.Sim.URL, Timeout: timeout})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b.Provider, b.Config.Provider = client, client
+}
+
 // WithSMTP starts a fake SMTP server and points the queue's relay at it,
 // with short timeouts and a backoff of 10ms to 50ms.
 func (b *Bundle) WithSMTP(tb testing.TB) *smtptest.Server {
 	tb.Helper()
 	srv := smtptest.Start(tb)
 	relay, err := mail.NewRelay(mail.RelayConfig{URL: srv.URL(), HeloName: "helpdesk.example.com",
-		DialTimeout: time.Second, CommandTimeout: 500 * time.Millisecond, BodyTimeout: time.Second, ReplyTimeout: 500 * time.Millisecond})
+		DialTimeout: 5 * time.Second, CommandTimeout: 5 * time.Second, BodyTimeout: 5 * time.Second, ReplyTimeout: 5 * time.Second})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func answering(t *testing.T, status int, header map[string]string, body string) 
 		_, _ = w.Write([]byte(body))
 	}))
 	t.Cleanup(srv.Close)
-	c, err := provider.New(provider.Config{BaseURL: srv.URL, Timeout: 200 * time.Millisecond})
+	c, err := provider.New(provider.Config{BaseURL: srv.URL, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func start(t *testing.T, settings simulator.Settings) (*simulator.Running, *prov
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sim.Close() })
-	c, err := provider.New(provider.Config{BaseURL: sim.URL, Timeout: 200 * time.Millisecond})
+	c, err := provider.New(provider.Config{BaseURL: sim.URL, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +112,13 @@ func TestSimulator(t *testing.T) {
 	t.Run("SlowAnswersAfterTheClientsTimeout", func(t *testing.T) {
 		t.Parallel()
 		settings := simulator.DefaultSettings()
-		settings.Mode, settings.SlowDelay = simulator.ModeSlow, simulator.Duration(2*time.Second)
-		_, c := start(t, settings)
-		_, _, err := c.Classify(ctx, ticket)
+		settings.Mode, settings.SlowDelay = simulator.ModeSlow, simulator.Duration(time.Hour)
+		sim, _ := start(t, settings)
+		c, err := provider.New(provider.Config{BaseURL: sim.URL, Timeout: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = c.Classify(ctx, ticket)
 		var perr *provider.Error
 		if !errors.As(err, &perr) || perr.Kind != provider.KindTimeout {
 			t.Errorf("slow: %v, want ProviderTimeout", err)

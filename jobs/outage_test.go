@@ -1,0 +1,222 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"helpdesk/faulttest"
+	"helpdesk/jobs"
+	"helpdesk/jobs/jobstest"
+	"helpdesk/mail"
+	"helpdesk/store"
+)
+
+// relayBehindProxy points the queue's relay at a proxy in front of the fake
+// SMTP server, so the test can take the relay away and bring it back.
+func relayBehindProxy(t *testing.T, b *emailBundle) *faulttest.Proxy {
+	t.Helper()
+	proxy := faulttest.Start(t, b.smtp.Addr)
+	relay, err := mail.NewRelay(mail.RelayConfig{URL: "smtp://" + proxy.Addr + "?tls=none", HeloName: "helpdesk.example.com",
+		DialTimeout: 5 * time.Second, CommandTimeout: 5 * time.Second, BodyTimeout: 5 * time.Second, ReplyTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Config.Relay = relay
+	return proxy
+}
+
+func TestRelayOutage(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AnOutageOfAHundredBackoffsSpendsNoAttemptAndEveryReplyGoesOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setupEmail(t)
+		proxy := relayBehindProxy(t, b)
+		// Settings of this test: base 20ms, cap 200ms, 2 attempts; the
+		// relay is down for 2s = 100 × base, longer than every attempt's
+		// backoff added up, so a single counted attempt would show.
+		const base, outage, replies = 20 * time.Millisecond, 2 * time.Second, 10
+		b.Config.EmailBackoff = jobs.Backoff{Base: base, Cap: 10 * base}
+		b.Config.EmailMaxAttempts = 2
+		proxy.Refuse()
+		q := b.start(t)
+		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
+		var jobIDs []int64
+		for i := range replies {
+			_, jobID := b.Reply(t, q, ticketID, fmt.Sprintf("Reply %d.", i))
+			jobIDs = append(jobIDs, jobID)
+		}
+		// The outage is under way once the relay has been found down and
+		// every reply has been tried or is waiting for it.
+		waitAllSnoozed(t, q, jobIDs)
+		time.Sleep(outage)
+		for _, id := range jobIDs {
+			// A job shows attempt 1 while it runs: River counts it when it
+			// fetches the job and gives it back when the job snoozes.
+			if s, err := q.Get(b.Ctx, id); err != nil || (s.State != jobs.StateRunning && s.Attempt != 0) || s.State == jobs.StateDeadLetter {
+				t.Errorf("during the outage job %d is %s at attempt %d (%v); want no attempt spent", id, s.State, s.Attempt, err)
+			}
+		}
+		if err := proxy.Pass(); err != nil {
+			t.Fatal(err)
+		}
+
+		for _, id := range jobIDs {
+			s := jobstest.WaitFor(t, q, id, jobs.StateSucceeded, 20*time.Second)
+			if s.Attempt != 1 {
+				t.Errorf("job %d sent at attempt %d, want 1: the outage spent attempts", id, s.Attempt)
+			}
+		}
+		perBody := map[string]int{}
+		for _, d := range b.smtp.Deliveries() {
+			for i := range replies {
+				if strings.Contains(string(d.Raw), fmt.Sprintf("Reply %d.", i)) {
+					perBody[fmt.Sprint(i)]++
+				}
+			}
+		}
+		for i := range replies {
+			if n := perBody[fmt.Sprint(i)]; n != 1 {
+				t.Errorf("reply %d reached the relay %d times, want once", i, n)
+			}
+		}
+		if _, faults, _ := b.Store.RelayPaused(b.Ctx, b.Config.Relay.Name()); faults != 0 {
+			t.Errorf("the relay still counts %d faults after it came back", faults)
+		}
+	})
+
+	t.Run("WhileTheRelayIsDownOneJobAtATimeProbesIt", func(t *testing.T) {
+		t.Parallel()
+		b := setupEmail(t)
+		proxy := relayBehindProxy(t, b)
+		b.Config.EmailBackoff = jobs.Backoff{Base: 50 * time.Millisecond, Cap: 200 * time.Millisecond}
+		proxy.Refuse()
+		q := b.start(t)
+		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
+		var jobIDs []int64
+		for i := range 20 {
+			_, jobID := b.Reply(t, q, ticketID, fmt.Sprintf("Reply %d.", i))
+			jobIDs = append(jobIDs, jobID)
+		}
+		waitAllSnoozed(t, q, jobIDs)
+		// 20 jobs over 1s with pauses of 25–200ms: without one probe at
+		// a time they would come back 20 at a time.
+		time.Sleep(time.Second)
+		_, faults, err := b.Store.RelayPaused(b.Ctx, b.Config.Relay.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each fault is one probe that found the relay down, except the
+		// first, which the jobs in flight when it went down share.
+		if faults < 2 || faults > 25 {
+			t.Errorf("%d faults recorded in 1s; want a few probes, one at a time", faults)
+		}
+	})
+
+	t.Run("AReplyUndeliveredPastTheNoticeShowsDelayedWithANoteOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setupEmail(t)
+		proxy := relayBehindProxy(t, b)
+		b.Config.EmailBackoff = jobs.Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond}
+		b.Config.EmailDelayNotice = 300 * time.Millisecond
+		proxy.Refuse()
+		q := b.start(t)
+		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
+		msg, jobID := b.Reply(t, q, ticketID, "Hello back.")
+
+		deadline := time.Now().Add(15 * time.Second)
+		for b.outbound(t, msg.ID).State != store.DeliveryDelayed {
+			if time.Now().After(deadline) {
+				t.Fatalf("email is %s, never delayed", b.outbound(t, msg.ID).State)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond) // more waits of the job: still one note
+		notes := systemNotes(t, b, ticketID)
+		if len(notes) != 1 || !strings.Contains(notes[0], "not delivered after 300ms") || !strings.Contains(notes[0], "SMTPUnavailable") {
+			t.Errorf("system notes %q, want one that says the reply is delayed and why", notes)
+		}
+		if s, _ := q.Get(b.Ctx, jobID); s.State != jobs.StateRunning && s.Attempt != 0 {
+			t.Errorf("a delayed reply spent %d attempts", s.Attempt)
+		}
+
+		if err := proxy.Pass(); err != nil {
+			t.Fatal(err)
+		}
+		jobstest.WaitFor(t, q, jobID, jobs.StateSucceeded, 15*time.Second)
+		if em := b.outbound(t, msg.ID); em.State != store.DeliverySent {
+			t.Errorf("email %s after the relay came back, want sent", em.State)
+		}
+	})
+
+	t.Run("AReplyIsGivenUpByAgeNotByAttempts", func(t *testing.T) {
+		t.Parallel()
+		b := setupEmail(t)
+		proxy := relayBehindProxy(t, b)
+		b.Config.EmailBackoff = jobs.Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond}
+		b.Config.EmailMaxAttempts = 1
+		b.Config.EmailGiveUpAfter = time.Second
+		proxy.Refuse()
+		q := b.start(t)
+		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
+		msg, jobID := b.Reply(t, q, ticketID, "Hello back.")
+
+		s := jobstest.WaitFor(t, q, jobID, jobs.StateFailed, 20*time.Second)
+		if !strings.HasPrefix(jobstest.Deref(s.LastError), "EmailExpired: not delivered within 1s") {
+			t.Errorf("last error %q, want EmailExpired", jobstest.Deref(s.LastError))
+		}
+		em := b.outbound(t, msg.ID)
+		if em.State != store.DeliveryFailed || em.Recipients[0].State != store.RecipientFailed {
+			t.Errorf("email %s, recipient %s; want both failed", em.State, em.Recipients[0].State)
+		}
+
+		// A person retries once the relay is back: its age starts again.
+		if err := proxy.Pass(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Retry(b.Ctx, jobID); err != nil {
+			t.Fatal(err)
+		}
+		jobstest.WaitFor(t, q, jobID, jobs.StateSucceeded, 15*time.Second)
+	})
+}
+
+// waitAllSnoozed waits until every job has waited for the relay at least
+// once: the outage is under way for all of them.
+func waitAllSnoozed(t *testing.T, q *jobs.Queue, jobIDs []int64) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for _, id := range jobIDs {
+		for {
+			s, err := q.Get(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Snoozes > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %d is %s and never waited for the relay", id, s.State)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func systemNotes(t *testing.T, b *emailBundle, ticketID string) []string {
+	t.Helper()
+	msgs, err := b.Store.ListMessages(b.Ctx, ticketID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range msgs {
+		if m.Direction == store.DirectionNote && m.Author == store.AuthorSystem {
+			out = append(out, m.Body)
+		}
+	}
+	return out
+}
