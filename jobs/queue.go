@@ -33,10 +33,10 @@ type Config struct {
 	IdempotencyRetention time.Duration
 
 	// Outbound email. Without a Relay, replies are refused (ErrNoRelay).
-	MailDomain       string        // Message-IDs are minted on it; default helpdesk.localhost
-	From             *mail.Address // the From of every reply; default Support <support@MailDomain>
-	Relay            *mail.Relay
-	EmailBackoff     Backoff // default base 5s, cap 15m
+	MailDomain   string        // Message-IDs are minted on it; default helpdesk.localhost
+	From         *mail.Address // the From of every reply; default Support <support@MailDomain>
+	Relay        *mail.Relay
+	EmailBackoff Backoff // default base 5s, cap 15m
 	// EmailMaxAttempts bounds the attempts spent on errors that concern the
 	// message (4xx at RCPT or after the body, an unknown outcome); default
 	// 8, then the email is a dead letter. A relay that is down or slow

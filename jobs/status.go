@@ -50,12 +50,12 @@ var ErrInvalidState = errors.New("unknown job state")
 
 // Status is a job as a person sees it.
 type Status struct {
-	JobID       int64   `json:"job_id"`
-	Kind        string  `json:"kind"`
-	TicketID    string  `json:"ticket_id"`
-	State       string  `json:"state"`
-	Attempt     int     `json:"attempt"`
-	MaxAttempts int     `json:"max_attempts"`
+	JobID       int64  `json:"job_id"`
+	Kind        string `json:"kind"`
+	TicketID    string `json:"ticket_id"`
+	State       string `json:"state"`
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"max_attempts"`
 	// Snoozes counts the waits that spent no attempt: the provider or the
 	// relay asked to slow down, or the relay was down.
 	Snoozes   int     `json:"snoozes"`

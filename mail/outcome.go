@@ -33,8 +33,8 @@ type Outcome struct {
 	// handshake, a temporary refusal at connect). A fault of the relay,
 	// not of the message: wait, spend no attempt.
 	RelayDown bool
-	Config     bool // the relay setting cannot work; retrying will not help
-	LastError  string
+	Config    bool // the relay setting cannot work; retrying will not help
+	LastError string
 }
 
 // Classify reads a Result for the recipients that were sent to.
