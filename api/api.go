@@ -3,6 +3,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -21,7 +22,14 @@ type Config struct {
 	Pool                 *pgxpool.Pool
 	Queue                *jobs.Queue
 	IdempotencyRetention time.Duration // how long an Idempotency-Key replays; default 24h
+	// RequestTimeout bounds a request, its transaction included: past it
+	// the request's context ends, the transaction rolls back and the
+	// caller gets 503. Default 15s.
+	RequestTimeout time.Duration
 }
+
+// readyTimeout is how long /readyz waits for PostgreSQL to answer.
+const readyTimeout = time.Second
 
 // Server is the HTTP API.
 type Server struct {
@@ -29,20 +37,29 @@ type Server struct {
 	pool      *pgxpool.Pool
 	queue     *jobs.Queue
 	retention time.Duration
+	timeout   time.Duration
 	mux       *http.ServeMux
 }
 
 // New returns the API.
 func New(config Config) *Server {
-	s := &Server{logger: config.Logger, pool: config.Pool, queue: config.Queue, retention: config.IdempotencyRetention, mux: http.NewServeMux()}
+	s := &Server{logger: config.Logger, pool: config.Pool, queue: config.Queue, retention: config.IdempotencyRetention,
+		timeout: config.RequestTimeout, mux: http.NewServeMux()}
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
 	if s.retention <= 0 {
 		s.retention = 24 * time.Hour
 	}
-	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	if s.timeout <= 0 {
+		s.timeout = 15 * time.Second
+	}
+	// healthz says the process runs; readyz that it can serve, PostgreSQL included.
+	s.probe("/healthz", func(context.Context) error { return nil })
+	s.probe("/readyz", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		defer cancel()
+		return s.pool.Ping(ctx)
 	})
 	s.route("/v1/tickets", map[string]handlerFunc{http.MethodGet: s.listTickets, http.MethodPost: s.createTicket})
 	s.route("/v1/tickets/{id}", map[string]handlerFunc{http.MethodGet: s.getTicket})
@@ -59,6 +76,9 @@ func New(config Config) *Server {
 
 // ServeHTTP serves the API; a panic in a handler becomes a 500, not a dropped connection.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	r = r.WithContext(ctx)
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -69,6 +89,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	s.mux.ServeHTTP(w, r)
+}
+
+// probe serves a health check: GET and HEAD only, 200 when check passes
+// and 503 when it does not, without authentication.
+func (s *Server) probe(pattern string, check func(context.Context) error) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			s.writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+				Message: r.Method + " is not allowed on " + r.URL.Path})
+			return
+		}
+		status, body := http.StatusOK, map[string]string{"status": "ok"}
+		if err := check(r.Context()); err != nil {
+			s.logger.WarnContext(r.Context(), "not ready", slog.String("path", r.URL.Path), slog.Any("error", err))
+			status, body = http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "unavailable",
+				"message": "PostgreSQL did not answer within " + readyTimeout.String()}
+		}
+		if r.Method == http.MethodHead {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			return
+		}
+		writeJSON(w, status, body)
+	})
 }
 
 // handlerFunc serves an authenticated request and returns its error

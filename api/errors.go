@@ -43,6 +43,13 @@ func toAPIError(err error) *Error {
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	apiErr := toAPIError(err)
+	if apiErr.Status >= 500 && r.Context().Err() != nil {
+		// The request ran out of time (PostgreSQL did not answer, most
+		// likely); its transaction was rolled back.
+		apiErr = &Error{Status: http.StatusServiceUnavailable, Code: "timeout",
+			Message: "the request did not finish in time and changed nothing; try again"}
+		w.Header().Set("Retry-After", "1")
+	}
 	if apiErr.Status >= 500 {
 		s.logger.ErrorContext(r.Context(), "api: request failed",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("error", err))

@@ -66,15 +66,23 @@ func (b *apiBundle) call(t *testing.T, method, path string) (int, map[string]any
 // Idempotency-Key and body, and decodes the JSON answer.
 func (b *apiBundle) do(t *testing.T, key, method, path string, body []byte, idemKey string) (int, http.Header, map[string]any) {
 	t.Helper()
+	header := http.Header{}
+	if idemKey != "" {
+		header.Set(api.HeaderIdempotencyKey, idemKey)
+	}
+	return b.doWith(t, key, method, path, body, header)
+}
+
+// doWith is do with the request's other headers.
+func (b *apiBundle) doWith(t *testing.T, key, method, path string, body []byte, header http.Header) (int, http.Header, map[string]any) {
+	t.Helper()
 	req, err := http.NewRequest(method, b.url+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header = header.Clone()
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	if idemKey != "" {
-		req.Header.Set(api.HeaderIdempotencyKey, idemKey)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -110,7 +118,7 @@ func TestJobsAPI(t *testing.T) {
 
 		status, body := b.call(t, "GET", fmt.Sprintf("/v1/jobs/%d", jobID))
 		want := map[string]any{"job_id": float64(jobID), "kind": "triage", "ticket_id": ticketID,
-			"state": "succeeded", "attempt": float64(1), "max_attempts": float64(2), "last_error": nil}
+			"state": "succeeded", "attempt": float64(1), "max_attempts": float64(2), "snoozes": float64(0), "last_error": nil}
 		if status != 200 || fmt.Sprint(body) != fmt.Sprint(want) {
 			t.Errorf("got %d %v, want 200 %v", status, body, want)
 		}

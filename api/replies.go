@@ -34,6 +34,9 @@ func (s *Server) createReply(w http.ResponseWriter, r *http.Request, who Actor) 
 	if err := requireAgent(who, "reply to tickets"); err != nil {
 		return err
 	}
+	if err := checkTicketID(r.PathValue("id")); err != nil {
+		return err
+	}
 	if _, err := idempotencyKey(r); err != nil {
 		return err
 	}

@@ -1,11 +1,14 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -13,25 +16,41 @@ import (
 // maxRequestBytes bounds every request body.
 const maxRequestBytes = 1 << 20
 
-// decodeJSON reads exactly one JSON object into v, refusing unknown fields,
-// trailing data and bodies over maxRequestBytes.
+// decodeJSON reads exactly one JSON object into v, refusing another
+// Content-Type, unknown fields, trailing data, bodies over maxRequestBytes,
+// and text that is not UTF-8: encoding/json would store invalid bytes and
+// lone surrogates silently as U+FFFD.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	if err := requireJSONContentType(r); err != nil {
+		return err
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large",
+			Message: fmt.Sprintf("the body is over %d bytes", maxRequestBytes)}
+	}
+	if err != nil {
+		return badRequest("invalid_body", "the body could not be read: "+err.Error())
+	}
+	if !utf8.Valid(body) {
+		return badRequest("invalid_utf8", "the body is not valid UTF-8")
+	}
+	if loneSurrogate(body) {
+		return badRequest("invalid_utf8", "the body escapes a lone UTF-16 surrogate (\\uD800–\\uDFFF), which is no character")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	err = dec.Decode(v)
 	if err == nil {
 		if _, extra := dec.Token(); extra != io.EOF {
 			return badRequest("invalid_json", "the body must hold one JSON object and nothing after it")
 		}
 		return nil
 	}
-	var tooLarge *http.MaxBytesError
 	var syntax *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
 	switch {
-	case errors.As(err, &tooLarge):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large",
-			Message: fmt.Sprintf("the body is over %d bytes", maxRequestBytes)}
 	case errors.Is(err, io.EOF):
 		return badRequest("invalid_json", "the body is empty; send a JSON object")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -42,6 +61,66 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return badRequest("invalid_json", fmt.Sprintf("field %q must be a %s", typeErr.Field, typeErr.Type))
 	}
 	return badRequest("invalid_json", err.Error())
+}
+
+// requireJSONContentType refuses a body declared as anything but JSON; a
+// request without a Content-Type is read as JSON.
+func requireJSONContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mediaType, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mediaType == "application/json" || (strings.HasPrefix(mediaType, "application/") && strings.HasSuffix(mediaType, "+json"))) {
+		return nil
+	}
+	return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+		Message: fmt.Sprintf("Content-Type %q: send application/json", ct)}
+}
+
+// loneSurrogate reports whether a JSON text escapes half of a UTF-16
+// surrogate pair without the other half (RFC 8259 §8.2 leaves such strings
+// undefined; we refuse them rather than guess).
+func loneSurrogate(b []byte) bool {
+	inString := false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString && i+1 < len(b):
+			if b[i+1] != 'u' {
+				i++ // an escaped character, such as \" or \\
+				continue
+			}
+			u, ok := hex4(b, i+2)
+			switch {
+			case !ok:
+				return false // a syntax error, which the decoder reports
+			case u >= 0xD800 && u <= 0xDBFF:
+				low, ok := uint16(0), false
+				if i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+					low, ok = hex4(b, i+8)
+				}
+				if !ok || low < 0xDC00 || low > 0xDFFF {
+					return true
+				}
+				i += 11
+			case u >= 0xDC00 && u <= 0xDFFF:
+				return true
+			default:
+				i += 5
+			}
+		}
+	}
+	return false
+}
+
+func hex4(b []byte, at int) (uint16, bool) {
+	if at+4 > len(b) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[at:at+4]), 16, 16)
+	return uint16(n), err == nil
 }
 
 func unprocessable(code, format string, args ...any) *Error {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,6 +138,9 @@ func summarize(t *store.Ticket) ticketSummary {
 // customer's ticket is not found, never forbidden, so that ticket numbers
 // do not tell a stranger which tickets exist.
 func (s *Server) visibleTicket(ctx context.Context, who Actor, id string) (*store.Ticket, error) {
+	if err := checkTicketID(id); err != nil {
+		return nil, err
+	}
 	ticket, err := store.New(s.pool).GetTicket(ctx, id)
 	if err != nil {
 		return nil, err
@@ -229,6 +233,19 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who Actor) 
 	return nil
 }
 
+// ticketIDRE is every ticket number there can be: T- and a bigint.
+var ticketIDRE = regexp.MustCompile(`^T-[0-9]{1,18}$`)
+
+// checkTicketID answers 404 for an id that cannot name a ticket, before
+// any query: such text (a NUL, invalid UTF-8) would otherwise reach
+// PostgreSQL, which refuses it as an error of ours.
+func checkTicketID(id string) error {
+	if !ticketIDRE.MatchString(id) {
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "ticket " + strconv.QuoteToASCII(id) + " not found"}
+	}
+	return nil
+}
+
 // A cursor is the last ticket's place in the order, opaque to clients.
 func encodeCursor(k store.TicketKey) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(k.CreatedAt.UnixMicro(), 10) + "|" + k.ID))
@@ -241,7 +258,7 @@ func decodeCursor(s string) (*store.TicketKey, error) {
 	}
 	micros, id, ok := strings.Cut(string(raw), "|")
 	n, err := strconv.ParseInt(micros, 10, 64)
-	if !ok || err != nil || id == "" {
+	if !ok || err != nil || !ticketIDRE.MatchString(id) {
 		return nil, errors.New("malformed cursor")
 	}
 	return &store.TicketKey{CreatedAt: time.UnixMicro(n), ID: id}, nil

@@ -216,8 +216,9 @@ type OpenTicketParams struct {
 	// EmailMessageID is the first message's Message-ID when the ticket came
 	// by email; empty mints a synthetic thread root.
 	EmailMessageID string
-	Attachments    any  // the email's attachments' metadata
-	Automatic      bool // an auto-reply or bulk mail: stored, not triaged
+	Attachments    any    // the email's attachments' metadata
+	Automatic      bool   // an auto-reply or bulk mail: stored, not triaged
+	RawEmail       []byte // the email as it arrived
 }
 
 // OpenTicket writes a ticket, its first message and its triage job in one
@@ -249,7 +250,7 @@ func (q *Queue) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams
 	}
 	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{
 		TicketID: ticket.ID, Direction: store.DirectionInbound, Author: author, Body: p.Body, EmailMessageID: &root,
-		Attachments: p.Attachments, AutoSubmitted: p.Automatic,
+		Attachments: p.Attachments, AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
 	}); err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
@@ -271,7 +272,8 @@ type CustomerMessageParams struct {
 	Body           string
 	EmailMessageID string
 	Attachments    any
-	Automatic      bool // an auto-reply or bulk mail: stored, not triaged
+	Automatic      bool   // an auto-reply or bulk mail: stored, not triaged
+	RawEmail       []byte // the email as it arrived
 }
 
 // AddCustomerMessageTx stores a customer's message on a ticket and, unless
@@ -279,7 +281,7 @@ type CustomerMessageParams struct {
 func (q *Queue) AddCustomerMessageTx(ctx context.Context, tx pgx.Tx, p *CustomerMessageParams) (*store.Message, error) {
 	msg, err := store.New(tx).InsertMessage(ctx, &store.InsertMessageParams{
 		TicketID: p.TicketID, Direction: store.DirectionInbound, Author: p.Author, Body: p.Body,
-		EmailMessageID: &p.EmailMessageID, Attachments: p.Attachments, AutoSubmitted: p.Automatic,
+		EmailMessageID: &p.EmailMessageID, Attachments: p.Attachments, AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
 	})
 	if err != nil {
 		return nil, err

@@ -34,8 +34,23 @@ func ParseAddress(s string) (*Address, error) {
 	if strings.IndexFunc(a.Name, unicode.IsControl) >= 0 {
 		return nil, fmt.Errorf("%w %q: control characters in the name", ErrInvalidAddress, s)
 	}
+	// RFC 5321 §4.5.3.1.1 and errata 1690: a local part of at most 64
+	// octets, a path of at most 256 with its brackets, so 254 for the address.
+	local, _, _ := strings.Cut(a.Address, "@")
+	if len(local) > maxLocalPart {
+		return nil, fmt.Errorf("%w: the local part has %d octets; at most %d", ErrInvalidAddress, len(local), maxLocalPart)
+	}
+	if len(a.Address) > maxAddress {
+		return nil, fmt.Errorf("%w: the address has %d octets; at most %d", ErrInvalidAddress, len(a.Address), maxAddress)
+	}
 	return &Address{Name: a.Name, Address: a.Address}, nil
 }
+
+// The longest local part and address that SMTP carries (RFC 5321).
+const (
+	maxLocalPart = 64
+	maxAddress   = 254
+)
 
 // ReplySubject is the subject of an agent's reply: "Re: <subject> [#T-500001]".
 // The ticket token lets a reply to it find its ticket again; it is added

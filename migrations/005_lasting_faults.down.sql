@@ -1,3 +1,4 @@
+ALTER TABLE messages DROP COLUMN raw_email;
 ALTER TABLE smtp_relays DROP COLUMN probe_until;
 UPDATE outbound_emails SET state = 'queued' WHERE state = 'delayed';
 ALTER TABLE outbound_emails DROP CONSTRAINT outbound_emails_state_check;

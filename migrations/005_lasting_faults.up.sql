@@ -11,3 +11,8 @@ ALTER TABLE outbound_emails ADD CONSTRAINT outbound_emails_state_check
 -- While a relay is down, one job at a time may probe it: the one that set
 -- probe_until, until then.
 ALTER TABLE smtp_relays ADD COLUMN probe_until timestamptz;
+
+-- An inbound email exactly as it arrived (gzip), whatever its headers
+-- held: what is stored elsewhere is cleaned (no NUL, valid UTF-8), this is
+-- not, so a message can be read again after a parser fix.
+ALTER TABLE messages ADD COLUMN raw_email bytea;

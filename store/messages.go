@@ -1,9 +1,12 @@
 package store
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,8 +41,9 @@ type InsertMessageParams struct {
 	Author         string
 	Body           string
 	EmailMessageID *string
-	Attachments    any  // JSON-encodable metadata of the email's attachments; nil for none
-	AutoSubmitted  bool // sent by a machine: an auto-reply or bulk mail
+	Attachments    any    // JSON-encodable metadata of the email's attachments; nil for none
+	AutoSubmitted  bool   // sent by a machine: an auto-reply or bulk mail
+	RawEmail       []byte // the email as it arrived, kept compressed; nil for none
 }
 
 const messageColumns = `id, ticket_id, direction, author, body, email_message_id, created_at`
@@ -61,14 +65,49 @@ func (s *Store) InsertMessage(ctx context.Context, p *InsertMessageParams) (*Mes
 	if string(attachments) == "null" {
 		attachments = []byte("[]")
 	}
+	var raw []byte
+	if p.RawEmail != nil {
+		if raw, err = gzipBytes(p.RawEmail); err != nil {
+			return nil, fmt.Errorf("insert message on %s: compress: %w", p.TicketID, err)
+		}
+	}
 	m, err := scanMessage(s.db.QueryRow(ctx,
-		`INSERT INTO messages (ticket_id, direction, author, body, email_message_id, attachments, auto_submitted)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+messageColumns,
-		p.TicketID, p.Direction, p.Author, p.Body, p.EmailMessageID, attachments, p.AutoSubmitted))
+		`INSERT INTO messages (ticket_id, direction, author, body, email_message_id, attachments, auto_submitted, raw_email)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+messageColumns,
+		p.TicketID, p.Direction, p.Author, p.Body, p.EmailMessageID, attachments, p.AutoSubmitted, raw))
 	if err != nil {
 		return nil, fmt.Errorf("insert message on %s: %w", p.TicketID, err)
 	}
 	return m, nil
+}
+
+// RawEmail returns the email a message arrived as, byte for byte; nil if
+// it did not come by email.
+func (s *Store) RawEmail(ctx context.Context, messageID int64) ([]byte, error) {
+	var packed []byte
+	if err := s.db.QueryRow(ctx, `SELECT raw_email FROM messages WHERE id = $1`, messageID).Scan(&packed); err != nil {
+		return nil, fmt.Errorf("raw email of message %d: %w", messageID, interpretError(err))
+	}
+	if packed == nil {
+		return nil, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(packed))
+	if err != nil {
+		return nil, fmt.Errorf("raw email of message %d: %w", messageID, err)
+	}
+	return io.ReadAll(zr)
+}
+
+func gzipBytes(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // ListMessages returns a ticket's messages, oldest first.

@@ -4,6 +4,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -28,20 +29,37 @@ func New(db DBTX) *Store {
 	return &Store{db: db}
 }
 
+// DefaultConnectTimeout bounds a connection to PostgreSQL when the caller
+// names no other bound.
+const DefaultConnectTimeout = 10 * time.Second
+
 // Open connects a pool to the database at url and checks that it answers.
-func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// Every connection the pool makes, its startup and authentication
+// included, must be made within connectTimeout (DefaultConnectTimeout if
+// zero): a server that takes connections and never answers is an error
+// that names it, not a hang.
+func Open(ctx context.Context, url string, connectTimeout time.Duration) (*pgxpool.Pool, error) {
+	if connectTimeout <= 0 {
+		connectTimeout = DefaultConnectTimeout
+	}
 	config, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	config.ConnConfig.ConnectTimeout = connectTimeout
+	name := fmt.Sprintf("%s@%s:%d/%s", config.ConnConfig.User, config.ConnConfig.Host, config.ConnConfig.Port, config.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+		return nil, fmt.Errorf("open database %s: %w", name, err)
 	}
-	if err := pool.Ping(ctx); err != nil {
+	pingCtx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("reach database %s@%s:%d/%s: %w",
-			config.ConnConfig.User, config.ConnConfig.Host, config.ConnConfig.Port, config.ConnConfig.Database, err)
+		if pingCtx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("database %s did not answer within %s: %w", name, connectTimeout, err)
+		}
+		return nil, fmt.Errorf("reach database %s: %w", name, err)
 	}
 	return pool, nil
 }

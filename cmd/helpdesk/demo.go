@@ -132,7 +132,7 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 		return nil, err
 	}
 	defer drop()
-	pool, err := store.Open(ctx, dbURL)
+	pool, err := store.Open(ctx, dbURL, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -154,7 +154,7 @@ func migratedURL(t *testing.T) string {
 
 func openPool(t *testing.T, dbURL string) *pgxpool.Pool {
 	t.Helper()
-	pool, err := store.Open(context.Background(), dbURL)
+	pool, err := store.Open(context.Background(), dbURL, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,33 +38,65 @@ type serveConfig struct {
 	ShutdownGrace     time.Duration
 	IdempotencyKeep   time.Duration
 
+	DBConnectTimeout time.Duration
+	RequestTimeout   time.Duration // one API request, its transaction included
+	HTTPIdleTimeout  time.Duration // an idle keep-alive connection is closed after it
+	TriageTimeout    time.Duration // one attempt of a triage job
+	EmailTimeout     time.Duration // one attempt of an email job, every SMTP phase together
+	RescueAfter      time.Duration // a job still running this long after it started is handed to another worker
+
 	SMTPURL          string // empty: an in-process fake SMTP server that keeps mail in memory
 	MailDomain       string
 	From             *mail.Address
 	EmailRetryBase   time.Duration
 	EmailRetryCap    time.Duration
 	EmailMaxAttempts int
+	EmailGiveUpAfter time.Duration
+	EmailDelayNotice time.Duration
 	SMTPTimeout      time.Duration
 
 	InboundAddr     string // empty: no inbound listener
 	InboundLMTP     bool
-	InboundMaxBytes int
-	InboundDomains  []string
+	InboundMaxBytes    int
+	InboundDomains     []string
+	InboundTimeout     time.Duration // one message, from MAIL to the final reply
+	InboundMaxSessions int
 }
 
 var mailDomainRE = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)+$`)
 
-func databaseSetting(fs *flagSet) *setting {
-	return fs.setting("database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
+// dbSetting is where every command finds PostgreSQL and how long it waits
+// for it to answer.
+type dbSetting struct {
+	url            *setting
+	connectTimeout *setting
 }
 
+func databaseSetting(fs *flagSet) *dbSetting {
+	return &dbSetting{
+		url: fs.setting("database-url", "DATABASE_URL", "", "PostgreSQL connection URL"),
+		connectTimeout: fs.setting("db-connect-timeout", "HELPDESK_DB_CONNECT_TIMEOUT", "10s",
+			"how long connecting to PostgreSQL may take, its first answer included"),
+	}
+}
+
+func (db *dbSetting) required() (string, error) { return db.url.required() }
+
 // openDatabase connects to the database a command's DATABASE_URL names.
-func openDatabase(ctx context.Context, db *setting) (*pgxpool.Pool, error) {
+func openDatabase(ctx context.Context, db *dbSetting) (*pgxpool.Pool, error) {
 	url, err := db.required()
 	if err != nil {
 		return nil, err
 	}
-	return store.Open(ctx, url)
+	timeout, err := db.connectTimeout.duration()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := store.Open(ctx, url, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("%w (DATABASE_URL; HELPDESK_DB_CONNECT_TIMEOUT is %s)", err, timeout)
+	}
+	return pool, nil
 }
 
 func parseServeConfig(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -82,17 +114,26 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	workers := fs.setting("workers", "HELPDESK_WORKERS", "10", "jobs worked at once")
 	grace := fs.setting("shutdown-grace", "HELPDESK_SHUTDOWN_GRACE", "30s", "how long running jobs may take to finish on shutdown")
 	keep := fs.setting("idempotency-retention", "HELPDESK_IDEMPOTENCY_RETENTION", "24h", "how long an Idempotency-Key replays its first answer")
+	requestTimeout := fs.setting("request-timeout", "HELPDESK_REQUEST_TIMEOUT", "15s", "how long one API request may take; then 503 and nothing is written")
+	idleTimeout := fs.setting("http-idle-timeout", "HELPDESK_HTTP_IDLE_TIMEOUT", "60s", "how long an idle keep-alive connection stays open")
+	triageTimeout := fs.setting("triage-timeout", "HELPDESK_TRIAGE_TIMEOUT", "", "how long one attempt of a triage job may run; default 3 × the provider timeout + 15s")
+	emailTimeout := fs.setting("email-timeout", "HELPDESK_EMAIL_TIMEOUT", "90s", "how long one attempt of an email job may run, every SMTP phase together")
+	rescueAfter := fs.setting("rescue-after", "HELPDESK_RESCUE_AFTER", "", "a job still running this long after it started (its process died) goes to another worker; default the longest job timeout + 30s")
 	smtpURL := fs.setting("smtp-url", "HELPDESK_SMTP_URL", "", "smtp://user:pass@host:587 (STARTTLS when offered; ?tls=required insists), smtps://…, smtp://host:25; unset: an in-process fake that keeps mail in memory")
 	domain := fs.setting("mail-domain", "HELPDESK_MAIL_DOMAIN", "helpdesk.localhost", "domain of minted Message-IDs and of EHLO")
 	from := fs.setting("from", "HELPDESK_FROM", "", "From of replies, with a display name; default Support <support@MAIL_DOMAIN>")
 	emailBase := fs.setting("email-retry-base", "HELPDESK_EMAIL_RETRY_BASE", "5s", "longest wait after an email's first temporary failure")
 	emailCap := fs.setting("email-retry-cap", "HELPDESK_EMAIL_RETRY_CAP", "15m", "longest wait after any email failure")
-	emailAttempts := fs.setting("email-max-attempts", "HELPDESK_EMAIL_MAX_ATTEMPTS", "8", "attempts before an email becomes a dead letter")
+	emailAttempts := fs.setting("email-max-attempts", "HELPDESK_EMAIL_MAX_ATTEMPTS", "8", "attempts spent on errors of the message itself before an email becomes a dead letter")
+	giveUp := fs.setting("email-give-up-after", "HELPDESK_EMAIL_GIVE_UP_AFTER", "72h", "an email still undelivered this long after it was written fails")
+	delayNotice := fs.setting("email-delay-notice", "HELPDESK_EMAIL_DELAY_NOTICE", "30m", "an email undelivered this long shows as delayed, with a note on its ticket")
 	smtpTimeout := fs.setting("smtp-timeout", "HELPDESK_SMTP_TIMEOUT", "1m", "deadline of each SMTP phase")
 	inboundAddr := fs.setting("inbound-addr", "HELPDESK_INBOUND_ADDR", "", "address of the inbound SMTP (or LMTP) listener; unset: none")
 	inboundLMTP := fs.setting("inbound-lmtp", "HELPDESK_INBOUND_LMTP", "0", "1: speak LMTP on the inbound listener, for a Postfix in front")
 	inboundMax := fs.setting("inbound-max-bytes", "HELPDESK_INBOUND_MAX_BYTES", "26214400", "largest inbound message; larger ones get 552 5.3.4")
 	inboundDomains := fs.setting("inbound-domains", "HELPDESK_INBOUND_DOMAINS", "", "comma-separated support domains accepted as recipients; default HELPDESK_MAIL_DOMAIN")
+	inboundTimeout := fs.setting("inbound-timeout", "HELPDESK_INBOUND_TIMEOUT", "5m", "how long one inbound message may take, from the connection or MAIL to the final reply")
+	inboundSessions := fs.setting("inbound-max-sessions", "HELPDESK_INBOUND_MAX_SESSIONS", "100", "inbound SMTP sessions at once; more are answered 421 4.3.2")
 	if err := fs.parse(args); err != nil {
 		return serveConfig{}, err
 	}
@@ -122,6 +163,29 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		SMTPTimeout:       duration(&e, smtpTimeout),
 		InboundMaxBytes:   positiveInt(&e, inboundMax),
 		InboundLMTP:       inboundLMTP.val == "1" || inboundLMTP.val == "true",
+
+		DBConnectTimeout:   duration(&e, db.connectTimeout),
+		RequestTimeout:     duration(&e, requestTimeout),
+		HTTPIdleTimeout:    duration(&e, idleTimeout),
+		EmailTimeout:       duration(&e, emailTimeout),
+		EmailGiveUpAfter:   duration(&e, giveUp),
+		EmailDelayNotice:   duration(&e, delayNotice),
+		InboundTimeout:     duration(&e, inboundTimeout),
+		InboundMaxSessions: positiveInt(&e, inboundSessions),
+	}
+	// The job timeouts bound the rescue: a provider call may take its
+	// timeout three times over, and the rescue must come after any live
+	// attempt has been cancelled.
+	cfg.TriageTimeout = 3*cfg.ProviderTimeout + 15*time.Second
+	if triageTimeout.val != "" {
+		cfg.TriageTimeout = duration(&e, triageTimeout)
+	}
+	cfg.RescueAfter = max(cfg.TriageTimeout, cfg.EmailTimeout) + 30*time.Second
+	if rescueAfter.val != "" {
+		cfg.RescueAfter = duration(&e, rescueAfter)
+		if e.err == nil && cfg.RescueAfter <= max(cfg.TriageTimeout, cfg.EmailTimeout) {
+			e.keep(rescueAfter.fail(fmt.Sprintf("longer than the longest job timeout (%s)", max(cfg.TriageTimeout, cfg.EmailTimeout))))
+		}
 	}
 	if inboundAddr.val != "" {
 		cfg.InboundAddr, err = inboundAddr.hostPort()
@@ -170,6 +234,21 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	return cfg, e.err
 }
 
+// newHTTPServer bounds every phase of a connection: headers, the body (at
+// most 1 MiB), the handler (which ends its own work at the request
+// timeout), and idle keep-alive time, so that slow or idle clients cannot
+// hold connections for ever.
+func newHTTPServer(cfg serveConfig, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      cfg.RequestTimeout + 15*time.Second,
+		IdleTimeout:       cfg.HTTPIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger, stderr io.Writer) error {
 	cfg, err := parseServeConfig(args, getenv, stderr)
 	if err != nil {
@@ -182,9 +261,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, lo
 // requests, the queue stops fetching and waits up to the grace period for
 // running jobs. ready, if set, is told the API's address once it listens.
 func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func(addr string)) error {
-	pool, err := store.Open(ctx, cfg.DatabaseURL)
+	pool, err := store.Open(ctx, cfg.DatabaseURL, cfg.DBConnectTimeout)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (DATABASE_URL; HELPDESK_DB_CONNECT_TIMEOUT is %s)", err, cfg.DBConnectTimeout)
 	}
 	defer pool.Close()
 	pending, err := store.PendingMigrations(ctx, pool)
@@ -239,6 +318,12 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		Relay:            relay,
 		EmailBackoff:     jobs.Backoff{Base: cfg.EmailRetryBase, Cap: cfg.EmailRetryCap},
 		EmailMaxAttempts: cfg.EmailMaxAttempts,
+		EmailGiveUpAfter: cfg.EmailGiveUpAfter,
+		EmailDelayNotice: cfg.EmailDelayNotice,
+
+		TriageTimeout:        cfg.TriageTimeout,
+		EmailTimeout:         cfg.EmailTimeout,
+		RescueStuckJobsAfter: cfg.RescueAfter,
 	})
 	if err != nil {
 		return err
@@ -248,17 +333,15 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	if err != nil {
 		return fmt.Errorf("listen on HELPDESK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
-	httpServer := &http.Server{
-		Handler:           api.New(api.Config{Logger: logger, Pool: pool, Queue: queue, IdempotencyRetention: cfg.IdempotencyKeep}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	httpServer := newHTTPServer(cfg, api.New(api.Config{Logger: logger, Pool: pool, Queue: queue,
+		IdempotencyRetention: cfg.IdempotencyKeep, RequestTimeout: cfg.RequestTimeout}))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
 
 	if cfg.InboundAddr != "" {
 		receiver := inbound.NewReceiver(pool, queue, cfg.InboundDomains, logger)
 		inboundServer := inbound.NewServer(receiver, inbound.ServerConfig{Domain: cfg.MailDomain, LMTP: cfg.InboundLMTP,
-			MaxBytes: int64(cfg.InboundMaxBytes)})
+			MaxBytes: int64(cfg.InboundMaxBytes), MessageTimeout: cfg.InboundTimeout, MaxSessions: cfg.InboundMaxSessions})
 		inboundLn, err := net.Listen("tcp", cfg.InboundAddr)
 		if err != nil {
 			_ = httpServer.Close()

@@ -35,7 +35,10 @@ func BenchmarkInbound(b *testing.B) {
 			"Subject: =?UTF-8?Q?Late_parcel_=E2=80=94_order_%d?=\r\nMessage-ID: <bench.%d@mail.example.com>\r\n"+
 			"Content-Type: text/plain; charset=utf-8\r\n\r\nMy parcel is late. Order %d.\r\n", i, i%50, i, i, i))
 	}
-	run := func(b *testing.B, srv *smtp.Server) {
+	run := func(b *testing.B, srv interface {
+		Serve(net.Listener) error
+		Close() error
+	}) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)

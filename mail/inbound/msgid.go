@@ -3,18 +3,30 @@ package inbound
 
 import (
 	"strings"
+	"unicode/utf8"
 )
 
 // ParseIDList reads a Message-ID list leniently, as mail in the wild writes
 // it: ids in angle brackets separated by spaces, commas or nothing, bare ids
 // without brackets, ids without an @, comments in parentheses. Every id
-// comes back in angle brackets, without duplicates, in order.
+// comes back in angle brackets, without duplicates, in order. Invalid
+// UTF-8 becomes U+FFFD and control characters (NUL included) go, so that
+// every id can be stored and compared; an id over 250 octets is dropped.
 func ParseIDList(s string) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(id string) {
 		id = strings.Trim(id, " \t\r\n,;\"'")
-		if id == "" || strings.ContainsAny(id, " \t\r\n<>") || len(id) > 250 {
+		if !utf8.ValidString(id) {
+			id = strings.ToValidUTF8(id, "\uFFFD")
+		}
+		id = strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return -1
+			}
+			return r
+		}, id)
+		if id == "" || strings.ContainsAny(id, " <>") || len(id) > 250 {
 			return
 		}
 		id = "<" + id + ">"

@@ -79,14 +79,9 @@ func Parse(raw []byte) (*Message, error) {
 	m.Date, _ = h.Date()
 	m.Automatic = isAutomatic(h.Header)
 
-	var html string
-	if err := walk(e, 0, m, &html); err != nil {
-		return nil, err
-	}
-	if strings.TrimSpace(m.Text) == "" && html != "" {
-		m.Text = HTMLToText(html)
-	}
-	m.Text = strings.ToValidUTF8(strings.ReplaceAll(m.Text, "\x00", ""), "\uFFFD")
+	w := walker{m: m}
+	m.Text = joinTexts(w.entity(e, 0, ""))
+	m.Text = clean(m.Text)
 	if len(m.Text) > maxTextBytes {
 		m.Text = strings.ToValidUTF8(m.Text[:maxTextBytes], "")
 	}
@@ -96,53 +91,152 @@ func Parse(raw []byte) (*Message, error) {
 	return m, nil
 }
 
-// walk visits the parts, keeping the first plain text and the first HTML,
-// the attachments' metadata and a delivery report.
-func walk(e *message.Entity, depth int, m *Message, html *string) error {
+// maxPartBytes bounds what is read of one part; the SMTP listener bounds
+// the whole message already.
+const maxPartBytes = 64 << 20
+
+// text is a readable part: plain text, or HTML to be turned into text.
+type text struct {
+	body string
+	html bool
+}
+
+func joinTexts(texts []text) string {
+	var parts []string
+	for _, t := range texts {
+		body := t.body
+		if t.html {
+			body = HTMLToText(body)
+		}
+		if strings.TrimSpace(body) != "" {
+			parts = append(parts, strings.TrimRight(body, "\r\n"))
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// walker collects a message's texts, attachments and delivery report.
+type walker struct {
+	m *Message
+}
+
+// entity returns the readable texts of e, in order. Every text part of a
+// multipart/mixed (or any multipart but alternative) is kept; of a
+// multipart/alternative, the plain text when there is one, else the
+// HTML. A forwarded message (message/rfc822, and a digest's parts, which
+// are messages unless they say otherwise, RFC 2046 §5.1.5) keeps its
+// headers and text as a quoted block, and is listed as an attachment.
+func (w *walker) entity(e *message.Entity, depth int, parentType string) []text {
 	if depth > 10 {
 		return nil // a nesting this deep is an attack or a mistake; what was read is kept
 	}
 	mediaType, params, _ := e.Header.ContentType()
-	if mr := e.MultipartReader(); mr != nil {
-		if mediaType == "multipart/report" && strings.EqualFold(params["report-type"], "delivery-status") {
-			m.Report = &DeliveryReport{Failed: map[string]string{}}
-		}
-		for {
-			part, err := mr.NextPart()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
-				return nil // a broken multipart: keep what came before
-			}
-			if err := walk(part, depth+1, m, html); err != nil {
-				return err
-			}
-		}
+	if parentType == "multipart/digest" && !e.Header.Has("Content-Type") {
+		mediaType = "message/rfc822"
+	}
+	if strings.HasPrefix(mediaType, "multipart/") {
+		return w.multipart(e, depth, mediaType, params)
 	}
 	disposition, dparams, _ := e.Header.ContentDisposition()
 	name := dparams["filename"]
 	if name == "" {
 		name = params["name"]
 	}
-	body, _ := io.ReadAll(io.LimitReader(e.Body, 64<<20))
+	body, _ := io.ReadAll(io.LimitReader(e.Body, maxPartBytes))
 	switch {
-	case mediaType == "message/delivery-status" && m.Report != nil:
-		parseDeliveryStatus(body, m.Report)
-	case (mediaType == "message/rfc822" || mediaType == "text/rfc822-headers") && m.Report != nil:
-		m.Report.OriginalMessageID = headerMessageID(body)
+	case mediaType == "message/delivery-status" && w.m.Report != nil:
+		parseDeliveryStatus(body, w.m.Report)
+	case (mediaType == "message/rfc822" || mediaType == "text/rfc822-headers") && w.m.Report != nil:
+		w.m.Report.OriginalMessageID = headerMessageID(body)
+	case mediaType == "message/rfc822" && disposition != "attachment":
+		return w.forwarded(body, depth)
 	case disposition == "attachment" || (name != "" && !strings.HasPrefix(mediaType, "text/")):
-		m.Attachments = append(m.Attachments, Attachment{Name: oneLine(decodeWord(name)), Type: mediaType, Size: len(body)})
+		w.m.Attachments = append(w.m.Attachments, Attachment{Name: oneLine(decodeWord(name)), Type: oneLine(mediaType), Size: len(body)})
 	case mediaType == "text/plain" || mediaType == "":
-		if m.Text == "" {
-			m.Text = string(body)
-		}
+		return []text{{body: string(body)}}
 	case mediaType == "text/html":
-		if *html == "" {
-			*html = string(body)
+		return []text{{body: string(body), html: true}}
+	}
+	return nil
+}
+
+func (w *walker) multipart(e *message.Entity, depth int, mediaType string, params map[string]string) []text {
+	if mediaType == "multipart/report" && strings.EqualFold(params["report-type"], "delivery-status") {
+		w.m.Report = &DeliveryReport{Failed: map[string]string{}}
+	}
+	// Read the body first, so that a multipart whose boundary is missing
+	// or never appears still has its text.
+	body, _ := io.ReadAll(io.LimitReader(e.Body, maxPartBytes))
+	var children [][]text
+	found := false
+	if params["boundary"] != "" {
+		whole, _ := message.New(e.Header, bytes.NewReader(body))
+		mr := whole.MultipartReader()
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
+				break // a broken multipart: keep what came before
+			}
+			found = true
+			children = append(children, w.entity(part, depth+1, mediaType))
+		}
+	}
+	if !found {
+		return []text{{body: string(body)}}
+	}
+	if mediaType != "multipart/alternative" {
+		var out []text
+		for _, c := range children {
+			out = append(out, c...)
+		}
+		return out
+	}
+	// RFC 2046 §5.1.4: the alternatives come in order of faithfulness; we
+	// prefer plain text, which is what agents read and quote.
+	for _, c := range children {
+		for _, t := range c {
+			if !t.html && strings.TrimSpace(t.body) != "" {
+				return c
+			}
+		}
+	}
+	for _, c := range children {
+		if len(c) > 0 {
+			return c
 		}
 	}
 	return nil
+}
+
+// forwarded reads a message inside the message: its text, under its From,
+// Date and Subject, and an attachment entry that stands for it.
+func (w *walker) forwarded(raw []byte, depth int) []text {
+	inner, err := message.Read(bytes.NewReader(raw))
+	if err != nil && inner == nil {
+		return []text{{body: string(raw)}}
+	}
+	h := gomail.Header{Header: inner.Header}
+	subject, err := h.Subject()
+	if err != nil {
+		subject = h.Get("Subject")
+	}
+	subject = oneLine(subject)
+	var head strings.Builder
+	head.WriteString("---------- Forwarded message ----------\n")
+	for _, f := range []struct{ name, value string }{{"From", decodeWord(h.Get("From"))}, {"Date", h.Get("Date")}, {"Subject", subject}} {
+		if v := oneLine(f.value); v != "" {
+			head.WriteString(f.name + ": " + v + "\n")
+		}
+	}
+	name := subject
+	if name == "" {
+		name = "message"
+	}
+	w.m.Attachments = append(w.m.Attachments, Attachment{Name: name + ".eml", Type: "message/rfc822", Size: len(raw)})
+	return []text{{body: head.String() + "\n" + joinTexts(w.entity(inner, depth+1, ""))}}
 }
 
 // parseDeliveryStatus reads RFC 3464 fields: a per-message block, then one
@@ -169,7 +263,7 @@ func parseDeliveryStatus(body []byte, r *DeliveryReport) {
 		if _, a, ok := strings.Cut(addr, ";"); ok {
 			addr = a
 		}
-		addr = strings.ToLower(strings.Trim(strings.TrimSpace(addr), "<>"))
+		addr = strings.ToLower(strings.Trim(oneLine(addr), "<>"))
 		if addr != "" && strings.EqualFold(fields["action"], "failed") {
 			r.Failed[addr] = oneLine(strings.TrimSpace(fields["status"] + " " + fields["diagnostic-code"]))
 		}
@@ -206,17 +300,23 @@ func isAutomatic(h message.Header) bool {
 // parseFrom reads the sender leniently: a well-formed From, else anything
 // in it that looks like an address.
 func parseFrom(h gomail.Header) (addr, name string) {
-	if list, err := h.AddressList("From"); err == nil && len(list) > 0 {
-		return strings.ToLower(list[0].Address), list[0].Name
+	if list, err := h.AddressList("From"); err == nil && len(list) > 0 && plainAddress(list[0].Address) {
+		return strings.ToLower(list[0].Address), oneLine(list[0].Name)
 	}
 	raw := h.Get("From")
-	if a, err := netmail.ParseAddress(raw); err == nil {
-		return strings.ToLower(a.Address), a.Name
+	if a, err := netmail.ParseAddress(raw); err == nil && plainAddress(a.Address) {
+		return strings.ToLower(a.Address), oneLine(a.Name)
 	}
 	if m := looseAddress.FindString(raw); m != "" {
 		return strings.ToLower(m), ""
 	}
 	return "", ""
+}
+
+// plainAddress refuses an address with control characters or invalid
+// UTF-8, which a quoted local part can smuggle in.
+func plainAddress(a string) bool {
+	return utf8.ValidString(a) && strings.IndexFunc(a, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0
 }
 
 var looseAddress = regexp.MustCompile(`[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}`)
@@ -228,6 +328,15 @@ func decodeWord(s string) string {
 		return d
 	}
 	return s
+}
+
+// clean makes text safe to store: valid UTF-8 (invalid bytes become
+// U+FFFD) and no NUL, which PostgreSQL's text cannot hold.
+func clean(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return strings.ReplaceAll(s, "\x00", "")
 }
 
 // oneLine makes a header value safe to store and to show: valid UTF-8, no

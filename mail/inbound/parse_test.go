@@ -83,6 +83,29 @@ func TestParseRealMail(t *testing.T) {
 				t.Errorf("ids %q %v %v", m.MessageID, m.InReplyTo, m.References)
 			}
 		}},
+		{"multipart_no_boundary.eml", func(t *testing.T, m *inbound.Message) {
+			if !strings.Contains(m.Text, "My order 7781 never arrived.") || !strings.Contains(m.Text, "Please help.") {
+				t.Errorf("a multipart without a boundary lost its text: %q", m.Text)
+			}
+		}},
+		{"mixed_text_parts.eml", func(t *testing.T, m *inbound.Message) {
+			first, second, third := strings.Index(m.Text, "First, the login page:"), strings.Index(m.Text, "Then the error"), strings.Index(m.Text, "Sent from my tablet")
+			if first < 0 || second < first || third < second {
+				t.Errorf("text parts not all kept in order: %q", m.Text)
+			}
+			if len(m.Attachments) != 1 || m.Attachments[0].Name != "login.png" {
+				t.Errorf("attachments %+v", m.Attachments)
+			}
+		}},
+		{"digest.eml", func(t *testing.T, m *inbound.Message) {
+			zipper, size := strings.Index(m.Text, "The zipper broke on day one."), strings.Index(m.Text, "I ordered M and got XL.")
+			if zipper < 0 || size < zipper || !strings.Contains(m.Text, "From: Jonas Berg <jonas@example.com>") || !strings.Contains(m.Text, "Subject: Wrong size") {
+				t.Errorf("the digest's messages are not kept as messages: %q", m.Text)
+			}
+			if len(m.Attachments) != 2 || m.Attachments[0].Type != "message/rfc822" || m.Attachments[1].Name != "Wrong size.eml" {
+				t.Errorf("attachments %+v, want the two inner messages", m.Attachments)
+			}
+		}},
 	} {
 		t.Run(strings.TrimSuffix(tc.file, ".eml"), func(t *testing.T) {
 			t.Parallel()

@@ -69,7 +69,7 @@ func (rc *Receiver) Receive(ctx context.Context, rcpts []string, raw []byte) (*O
 	var out *Outcome
 	for try := 0; ; try++ {
 		err = pgx.BeginFunc(ctx, rc.pool, func(tx pgx.Tx) error {
-			out, err = rc.file(ctx, tx, msg, rcpts)
+			out, err = rc.file(ctx, tx, msg, rcpts, raw)
 			return err
 		})
 		// A copy delivered at the same moment stored the same Message-ID
@@ -86,7 +86,7 @@ func (rc *Receiver) Receive(ctx context.Context, rcpts []string, raw []byte) (*O
 	return out, nil
 }
 
-func (rc *Receiver) file(ctx context.Context, tx pgx.Tx, msg *Message, rcpts []string) (*Outcome, error) {
+func (rc *Receiver) file(ctx context.Context, tx pgx.Tx, msg *Message, rcpts []string, raw []byte) (*Outcome, error) {
 	st := store.New(tx)
 	if exists, err := st.MessageIDExists(ctx, msg.MessageID); err != nil || exists {
 		return &Outcome{Kind: "duplicate"}, err
@@ -125,7 +125,7 @@ func (rc *Receiver) file(ctx context.Context, tx pgx.Tx, msg *Message, rcpts []s
 		}
 		ticket, _, err := rc.queue.OpenTicketTx(ctx, tx, &jobs.OpenTicketParams{
 			CustomerID: customer.ID, Subject: truncateRunes(subject, 200), Body: msg.Text, Author: author,
-			EmailMessageID: msg.MessageID, Attachments: msg.Attachments, Automatic: msg.Automatic,
+			EmailMessageID: msg.MessageID, Attachments: msg.Attachments, Automatic: msg.Automatic, RawEmail: raw,
 		})
 		if err != nil {
 			return nil, err
@@ -134,7 +134,7 @@ func (rc *Receiver) file(ctx context.Context, tx pgx.Tx, msg *Message, rcpts []s
 	}
 	m, err := rc.queue.AddCustomerMessageTx(ctx, tx, &jobs.CustomerMessageParams{
 		TicketID: ticketID, Author: author, Body: msg.Text, EmailMessageID: msg.MessageID,
-		Attachments: msg.Attachments, Automatic: msg.Automatic,
+		Attachments: msg.Attachments, Automatic: msg.Automatic, RawEmail: raw,
 	})
 	if err != nil {
 		return nil, err

@@ -6,9 +6,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-smtp"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ServerConfig limits what the listener takes.
@@ -17,12 +21,27 @@ type ServerConfig struct {
 	LMTP          bool   // speak LMTP (RFC 2033), for a Postfix in front
 	MaxBytes      int64  // the largest message; default 25 MiB
 	MaxRecipients int    // default 50
-	Timeout       time.Duration
+	// Timeout bounds each read and write, and the storing of a message.
+	// Default 5m.
+	Timeout time.Duration
+	// MessageTimeout bounds a whole message, from the connection or its
+	// MAIL command to the final reply, however slowly the client sends.
+	// Default 5m.
+	MessageTimeout time.Duration
+	// MaxSessions is how many sessions run at once; a connection past it
+	// is answered 421 4.3.2 and closed. Default 100.
+	MaxSessions int
 }
 
-// NewServer returns a go-smtp server that hands each message to the
-// receiver and answers 250 only once it is committed.
-func NewServer(rc *Receiver, config ServerConfig) *smtp.Server {
+// Server is the inbound SMTP (or LMTP) server.
+type Server struct {
+	*smtp.Server
+	config ServerConfig
+}
+
+// NewServer returns a server that hands each message to the receiver and
+// answers 250 only once it is committed.
+func NewServer(rc *Receiver, config ServerConfig) *Server {
 	if config.MaxBytes <= 0 {
 		config.MaxBytes = 25 << 20
 	}
@@ -32,32 +51,58 @@ func NewServer(rc *Receiver, config ServerConfig) *smtp.Server {
 	if config.Timeout <= 0 {
 		config.Timeout = 5 * time.Minute
 	}
-	s := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) {
-		return &session{rc: rc, timeout: config.Timeout}, nil
+	if config.MessageTimeout <= 0 {
+		config.MessageTimeout = 5 * time.Minute
+	}
+	if config.MaxSessions <= 0 {
+		config.MaxSessions = 100
+	}
+	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
+		sc, _ := c.Conn().(*sessionConn)
+		return &session{rc: rc, timeout: config.Timeout, conn: sc}, nil
 	}))
 	s.Domain = config.Domain
 	s.LMTP = config.LMTP
 	s.MaxMessageBytes = config.MaxBytes // past it go-smtp answers 552 5.3.4
 	s.MaxRecipients = config.MaxRecipients
 	s.ReadTimeout, s.WriteTimeout = config.Timeout, config.Timeout
+	// RFC 5322 §2.1.1 limits a line to 998 characters, but mail in the wild
+	// has longer header lines; they are read, and one past this limit gets
+	// 500 5.4.0 before the connection closes (go-smtp cannot go on reading
+	// the stream once a line broke its limit).
+	s.MaxLineLength = 64 << 10
 	s.ErrorLog = slogPrinter{rc.logger}
-	return s
+	return &Server{Server: s, config: config}
+}
+
+// Serve takes connections on ln until Close, within the session limits.
+func (s *Server) Serve(ln net.Listener) error {
+	return s.Server.Serve(&sessionListener{Listener: ln, slots: make(chan struct{}, s.config.MaxSessions),
+		messageTimeout: s.config.MessageTimeout, logger: s.Server.ErrorLog})
 }
 
 var (
 	errNoSuchRecipient = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "No such recipient here"}
 	errTryAgain        = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Could not store the message; try again later"}
 	errUnparseable     = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The message could not be read"}
+	errUnstorable      = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The message's content cannot be stored"}
 	errNoSender        = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 7}, Message: "The message has no sender address"}
+	errLineTooLong     = &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 4, 0}, Message: "A line of the message is too long"}
 )
 
 type session struct {
 	rc      *Receiver
 	timeout time.Duration
+	conn    *sessionConn // nil when served without Server.Serve
 	rcpts   []string
 }
 
-func (s *session) Mail(string, *smtp.MailOptions) error { return nil }
+func (s *session) Mail(string, *smtp.MailOptions) error {
+	if s.conn != nil {
+		s.conn.startMessage()
+	}
+	return nil
+}
 
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if !s.rc.AcceptsRecipient(to) {
@@ -70,6 +115,9 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 func (s *session) Data(r io.Reader) error {
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(r); err != nil {
+		if errors.Is(err, smtp.ErrTooLongLine) {
+			return errLineTooLong
+		}
 		return err // go-smtp turns a too-large message into 552 5.3.4
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
@@ -82,6 +130,11 @@ func (s *session) Data(r io.Reader) error {
 		return errUnparseable
 	case errors.Is(err, ErrNoSender):
 		return errNoSender
+	case contentFault(err):
+		// The same bytes would fail again on every retry: refuse them for
+		// good rather than have the sender retry for days.
+		s.rc.logger.Error("inbound mail refused: its content cannot be stored", slog.Any("error", err))
+		return errUnstorable
 	default:
 		// Nothing was committed: the sender keeps the message and tries again.
 		s.rc.logger.Error("inbound mail not stored", slog.Any("error", err))
@@ -89,8 +142,102 @@ func (s *session) Data(r io.Reader) error {
 	}
 }
 
+// contentFault tells an error that PostgreSQL raised about the data itself
+// (class 22, data exception: a NUL, invalid UTF-8, a value out of range;
+// class 23 other than a unique key, which a retry resolves) from a fault
+// of the database or the machine, which may pass.
+func contentFault(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return false
+	}
+	class := pgErr.Code[:2]
+	return class == "22" || (class == "23" && pgErr.Code != "23505")
+}
+
 func (s *session) Reset()        { s.rcpts = nil }
 func (s *session) Logout() error { return nil }
+
+// sessionListener runs at most cap(slots) sessions at once and gives each
+// connection a deadline for its message as a whole.
+type sessionListener struct {
+	net.Listener
+	slots          chan struct{}
+	messageTimeout time.Duration
+	logger         smtp.Logger
+}
+
+func (l *sessionListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			sc := &sessionConn{Conn: c, release: func() { <-l.slots }, timeout: l.messageTimeout}
+			sc.startMessage() // the greeting and EHLO count toward the first message
+			return sc, nil
+		default:
+			go busy(c)
+		}
+	}
+}
+
+// busy answers a connection over the session limit and closes it (RFC 5321
+// §3.8: a server may answer 421 instead of its greeting).
+func busy(c net.Conn) {
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, "421 4.3.2 Too many sessions at once, try again later\r\n")
+	_ = c.Close()
+}
+
+// sessionConn caps every deadline go-smtp sets at the message's deadline,
+// so that a client that sends a byte now and then cannot keep its session
+// past it (go-smtp renews its read deadline on every read).
+type sessionConn struct {
+	net.Conn
+	timeout  time.Duration
+	hard     atomic.Int64 // unix nanoseconds
+	release  func()
+	released sync.Once
+}
+
+// startMessage gives the next message its whole time.
+func (c *sessionConn) startMessage() {
+	c.hard.Store(time.Now().Add(c.timeout).UnixNano())
+	_ = c.Conn.SetReadDeadline(time.Unix(0, c.hard.Load()))
+}
+
+func (c *sessionConn) capped(t time.Time, grace time.Duration) time.Time {
+	hard := time.Unix(0, c.hard.Load()).Add(grace)
+	if t.IsZero() || t.After(hard) {
+		return hard
+	}
+	return t
+}
+
+func (c *sessionConn) SetReadDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(c.capped(t, 0))
+}
+
+// SetWriteDeadline leaves a little time past the message's deadline, so
+// the client still reads why its session ends.
+func (c *sessionConn) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.capped(t, 10*time.Second))
+}
+
+func (c *sessionConn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+func (c *sessionConn) Close() error {
+	c.released.Do(c.release)
+	return c.Conn.Close()
+}
 
 type slogPrinter struct{ l *slog.Logger }
 

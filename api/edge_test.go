@@ -1,0 +1,218 @@
+package api_test
+
+import (
+	"context"
+	"encoding/base64"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"helpdesk/api"
+	"helpdesk/faulttest"
+	"helpdesk/jobs/jobstest"
+	"helpdesk/store"
+)
+
+func TestIDsAndCursorsThatCannotExistNeverReachTheDatabase(t *testing.T) {
+	t.Parallel()
+	b := setupIntake(t, 0)
+	cursor := func(raw string) string { return base64.RawURLEncoding.EncodeToString([]byte(raw)) }
+	for _, tc := range []struct {
+		name, method, path string
+		status             int
+		code               string
+	}{
+		{"TicketIDWithNUL", "GET", "/v1/tickets/T-5%00", 404, "not_found"},
+		{"TicketIDWithInvalidUTF8", "GET", "/v1/tickets/T-%FF%FE", 404, "not_found"},
+		{"TicketIDOfLetters", "GET", "/v1/tickets/hello", 404, "not_found"},
+		{"TicketIDTooLong", "GET", "/v1/tickets/T-" + strings.Repeat("9", 40), 404, "not_found"},
+		{"MessagesOfTicketIDWithNUL", "GET", "/v1/tickets/T-5%00/messages", 404, "not_found"},
+		{"MessagesOfTicketIDWithInvalidUTF8", "GET", "/v1/tickets/%C3%28/messages", 404, "not_found"},
+		{"ReplyToTicketIDWithNUL", "POST", "/v1/tickets/%00/replies", 404, "not_found"},
+		{"ReplyToTicketIDWithInvalidUTF8", "POST", "/v1/tickets/T-%FF/replies", 404, "not_found"},
+		{"CursorWithNUL", "GET", "/v1/tickets?cursor=" + cursor("1|T-5\x00"), 400, "invalid_cursor"},
+		{"CursorWithInvalidUTF8", "GET", "/v1/tickets?cursor=" + cursor("1|T-\xff"), 400, "invalid_cursor"},
+		{"CursorWithNULTime", "GET", "/v1/tickets?cursor=" + cursor("\x00|T-1"), 400, "invalid_cursor"},
+		{"CursorNotBase64", "GET", "/v1/tickets?cursor=%00%FF", 400, "invalid_cursor"},
+		{"CursorOfAnotherShape", "GET", "/v1/tickets?cursor=" + cursor("T-1"), 400, "invalid_cursor"},
+		{"StatusWithNUL", "GET", "/v1/tickets?status=open%00", 400, "invalid_status"},
+		{"StatusWithInvalidUTF8", "GET", "/v1/tickets?status=%FF", 400, "invalid_status"},
+		{"JobIDWithNUL", "GET", "/v1/jobs/1%00", 400, "invalid_job_id"},
+		{"JobIDWithInvalidUTF8", "GET", "/v1/jobs/%FF", 400, "invalid_job_id"},
+		{"JobListAfterWithNUL", "GET", "/v1/jobs?state=dead_letter&after=1%00", 400, "invalid_after"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			status, _, body := b.do(t, b.agent, tc.method, tc.path, []byte(`{"body":"x"}`), "")
+			requireError(t, status, body, tc.status, tc.code)
+		})
+	}
+}
+
+func TestJSONEndpointsTakeOnlyJSON(t *testing.T) {
+	t.Parallel()
+	b := setupIntake(t, 0)
+	body := ticketBody("C-0022", "Late parcel")
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml", "nonsense"} {
+		t.Run("Refuses"+strings.ReplaceAll(strings.ReplaceAll(ct, "/", "_"), ";", ""), func(t *testing.T) {
+			before := b.rows(t)
+			status, _, resp := b.doWith(t, b.c22, "POST", "/v1/tickets", body, http.Header{"Content-Type": {ct}})
+			requireError(t, status, resp, http.StatusUnsupportedMediaType, "unsupported_media_type")
+			if after := b.rows(t); after != before {
+				t.Errorf("rows %+v became %+v", before, after)
+			}
+		})
+	}
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "application/merge-patch+json"} {
+		t.Run("Takes"+ct, func(t *testing.T) {
+			status, _, resp := b.doWith(t, b.c22, "POST", "/v1/tickets", body, http.Header{"Content-Type": {ct}})
+			if status != http.StatusAccepted {
+				t.Errorf("Content-Type %q: %d %v, want 202", ct, status, resp)
+			}
+		})
+	}
+	t.Run("TakesASurrogatePairAsTheCharacterItEncodes", func(t *testing.T) {
+		status, _, resp := b.do(t, b.c22, "POST", "/v1/tickets", []byte(`{"customer_id":"C-0022","subject":"Smile \ud83d\ude00","body":"b"}`), "")
+		if status != http.StatusAccepted {
+			t.Fatalf("%d %v", status, resp)
+		}
+		ticket, err := b.Store.GetTicket(b.Ctx, resp["ticket_id"].(string))
+		if err != nil || ticket.Subject != "Smile 😀" {
+			t.Errorf("subject %q (%v)", ticket.Subject, err)
+		}
+	})
+}
+
+func TestAddressesFollowRFC5321Limits(t *testing.T) {
+	t.Parallel()
+	b := setupIntake(t, 0)
+	for _, tc := range []struct {
+		name, cc string
+	}{
+		{"ALocalPartOf65Octets", strings.Repeat("a", 65) + "@example.com"},
+		{"ALocalPartOf5000Octets", strings.Repeat("a", 5000) + "@example.com"},
+		{"AnAddressOf255Octets", "a@" + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 63) + "." + strings.Repeat("e", 59) + ".com"},
+	} {
+		t.Run(tc.name+"IsRefused", func(t *testing.T) {
+			before := b.rows(t)
+			status, _, resp := b.do(t, b.agent, "POST", "/v1/tickets/T-500001/replies", []byte(`{"body":"Hi","cc":["`+tc.cc+`"]}`), "")
+			requireError(t, status, resp, 422, "invalid_cc")
+			if len(resp["message"].(string)) > 200 {
+				t.Errorf("the error repeats the address: %d characters", len(resp["message"].(string)))
+			}
+			if after := b.rows(t); after != before {
+				t.Errorf("rows %+v became %+v", before, after)
+			}
+		})
+	}
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
+
+	t.Run("HealthzAnswersGETAndHEADOnly", func(t *testing.T) {
+		t.Parallel()
+		b := setupIntake(t, 0)
+		for method, want := range map[string]int{"GET": 200, "HEAD": 200, "POST": 405, "DELETE": 405, "FOO": 405} {
+			req, _ := http.NewRequest(method, b.url+"/healthz", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("%s /healthz: %d, want %d", method, resp.StatusCode, want)
+			}
+			if want == 405 && resp.Header.Get("Allow") != "GET, HEAD" {
+				t.Errorf("%s /healthz: Allow %q", method, resp.Header.Get("Allow"))
+			}
+		}
+	})
+
+	t.Run("ReadyzIs503WhenPostgreSQLDoesNotAnswer", func(t *testing.T) {
+		t.Parallel()
+		b, proxy := serveThroughProxy(t, 0)
+		if status := get(t, b.url+"/readyz"); status != 200 {
+			t.Fatalf("readyz %d with PostgreSQL up", status)
+		}
+		proxy.Freeze()
+		if status := get(t, b.url+"/readyz"); status != 503 {
+			t.Errorf("readyz %d with PostgreSQL frozen, want 503", status)
+		}
+		if status := get(t, b.url+"/healthz"); status != 200 {
+			t.Errorf("healthz %d: the process itself is fine", status)
+		}
+	})
+
+	t.Run("ARequestThatOutlastsItsDeadlineIs503AndWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		b, proxy := serveThroughProxy(t, time.Second)
+		before := b.rows(t)
+		proxy.Freeze()
+		start := time.Now()
+		status, _, resp := b.do(t, b.c22, "POST", "/v1/tickets", ticketBody("C-0022", "Frozen"), "frozen-1")
+		requireError(t, status, resp, http.StatusServiceUnavailable, "timeout")
+		if elapsed := time.Since(start); elapsed > 30*time.Second {
+			t.Errorf("answered after %s", elapsed)
+		}
+		if err := proxy.Pass(); err != nil {
+			t.Fatal(err)
+		}
+		if after := b.rows(t); after != before {
+			t.Errorf("rows %+v became %+v", before, after)
+		}
+	})
+}
+
+// serveThroughProxy serves the API on a pool whose every connection goes
+// through a proxy the test controls; the bundle's own Store and rows read
+// PostgreSQL directly.
+func serveThroughProxy(t *testing.T, requestTimeout time.Duration) (*intakeBundle, *faulttest.Proxy) {
+	t.Helper()
+	b := setupIntake(t, 0)
+	cfg := b.Pool.Config()
+	proxy := faulttest.Start(t, net.JoinHostPort(cfg.ConnConfig.Host, itoa(cfg.ConnConfig.Port)))
+	host, port, _ := net.SplitHostPort(proxy.Addr)
+	cfg.ConnConfig.Host = host
+	cfg.ConnConfig.Port = parsePort(t, port)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	t.Cleanup(proxy.Close) // first: a frozen proxy would hold the pool's goodbyes
+	srv := httptest.NewServer(api.New(api.Config{Logger: jobstest.Logger(), Pool: pool, Queue: b.queue, RequestTimeout: requestTimeout}))
+	t.Cleanup(srv.Close)
+	b.url = srv.URL
+	if err := b.Store.UpsertCustomer(b.Ctx, &store.InsertCustomerParams{ID: "C-0022", Email: "c-0022@example.com", Name: "C-0022"}); err != nil {
+		t.Fatal(err)
+	}
+	return b, proxy
+}
+
+func get(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func itoa(n uint16) string { return strconv.Itoa(int(n)) }
+
+func parsePort(t *testing.T, s string) uint16 {
+	t.Helper()
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint16(n)
+}
