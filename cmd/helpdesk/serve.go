@@ -55,8 +55,8 @@ type serveConfig struct {
 	EmailDelayNotice time.Duration
 	SMTPTimeout      time.Duration
 
-	InboundAddr     string // empty: no inbound listener
-	InboundLMTP     bool
+	InboundAddr        string // empty: no inbound listener
+	InboundLMTP        bool
 	InboundMaxBytes    int
 	InboundDomains     []string
 	InboundTimeout     time.Duration // one message, from MAIL to the final reply
