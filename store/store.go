@@ -3,6 +3,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,7 +57,7 @@ func Open(ctx context.Context, url string, connectTimeout time.Duration) (*pgxpo
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		if pingCtx.Err() != nil && ctx.Err() == nil {
+		if ctx.Err() == nil && (pingCtx.Err() != nil || pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded)) {
 			return nil, fmt.Errorf("database %s did not answer within %s: %w", name, connectTimeout, err)
 		}
 		return nil, fmt.Errorf("reach database %s: %w", name, err)
