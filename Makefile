@@ -4,7 +4,7 @@
 
 WITHDB := go run ./cmd/withdb
 
-.PHONY: demo run test lint unit bench build
+.PHONY: demo run test lint unit bench build faults
 
 ## demo: both kinds of duplicate made harmless, on a scratch database (about 5 seconds)
 demo: build
@@ -23,8 +23,13 @@ lint:
 	if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi; \
 	echo "gofmt: all files formatted"
 
-unit:
-	$(WITHDB) -db helpdesk_test -- go test -race -count=1 -timeout 15m ./...
+# The fault suite (faulttest/) runs the built binary as separate processes.
+unit: build
+	HELPDESK_BIN=$(CURDIR)/bin/helpdesk $(WITHDB) -db helpdesk_test -- go test -race -count=1 -timeout 15m ./...
+
+## faults: the fault suite alone, three times in a row
+faults: build
+	HELPDESK_BIN=$(CURDIR)/bin/helpdesk $(WITHDB) -db helpdesk_test -- go test -count=3 -run TestFaults -v ./faulttest
 
 ## bench: the benchmarks, against the same database as the tests
 bench:

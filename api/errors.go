@@ -37,6 +37,9 @@ func toAPIError(err error) *Error {
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_state", Message: err.Error()}
 	case errors.Is(err, store.ErrConflict):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: err.Error()}
+	case store.Unavailable(err):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "database_unavailable",
+			Message: "the database cannot be reached; nothing was written; try again"}
 	}
 	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; see the server log"}
 }

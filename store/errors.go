@@ -2,6 +2,8 @@ package store
 
 import (
 	"errors"
+	"io"
+	"net"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,6 +32,15 @@ func interpretError(err error) error {
 		}
 	}
 	return err
+}
+
+// Unavailable reports whether err says PostgreSQL could not be reached or
+// the connection broke, rather than that it refused what was asked: the
+// same request may succeed once it is back.
+func Unavailable(err error) bool {
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // constraintError keeps the driver's message and the constraint's name while
