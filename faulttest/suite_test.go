@@ -139,6 +139,13 @@ func (w *world) env(overrides map[string]string) []string {
 		"HELPDESK_DB_CONNECT_TIMEOUT": "5s",
 		"HELPDESK_LOG_LEVEL":          "info",
 	}
+	// To measure the rescue at serve's defaults (about two and a half
+	// minutes), not the suite's: HELPDESK_FAULTS_DEFAULT_TIMEOUTS=1.
+	if os.Getenv("HELPDESK_FAULTS_DEFAULT_TIMEOUTS") == "1" {
+		for _, k := range []string{"HELPDESK_PROVIDER_TIMEOUT", "HELPDESK_TRIAGE_TIMEOUT", "HELPDESK_EMAIL_TIMEOUT", "HELPDESK_RESCUE_AFTER"} {
+			delete(vars, k)
+		}
+	}
 	for k, v := range overrides {
 		vars[k] = v
 	}
@@ -407,7 +414,7 @@ func TestFaults(t *testing.T) {
 		}
 		held := w.count(t, `SELECT count(*) FROM river_job WHERE state = 'running'`)
 		a.kill(t)
-		settled := w.awaitSettled(t, 120*time.Second)
+		settled := w.awaitSettled(t, 5*time.Minute)
 		t.Logf("after SIGKILL of one worker (%d jobs running at that moment), every job finished within %s", held, settled.Round(100*time.Millisecond))
 		w.requirePromisesKept(t, tickets)
 		if n := w.count(t, `SELECT count(*) FROM river_job WHERE state = 'running'`); n != 0 {
