@@ -58,7 +58,7 @@ func BenchmarkTriageThroughput(b *testing.B) {
 
 	b.Run("Triage", func(b *testing.B) {
 		bundle := jobstest.Setup(b)
-		bundle.Config.Workers, bundle.Config.FetchCooldown = workers, cooldown
+		bundle.Config.TriageWorkers, bundle.Config.FetchCooldown = workers, cooldown
 		q := bundle.NewQueue(b)
 		if _, err := bundle.Store.InsertCustomer(bundle.Ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "c1@example.com", Name: "Bench"}); err != nil {
 			b.Fatal(err)
@@ -155,7 +155,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 	b.Run("WholePath", func(b *testing.B) {
 		bundle := jobstest.Setup(b)
 		srv := bundle.WithSMTP(b)
-		bundle.Config.Workers, bundle.Config.FetchCooldown = workers, time.Millisecond
+		bundle.Config.EmailWorkers, bundle.Config.FetchCooldown = workers, time.Millisecond
 		q := bundle.NewQueue(b)
 		ticketID, _ := bundle.OpenTicket(b, q, "Hello", "Hi.")
 		err := pgx.BeginFunc(bundle.Ctx, bundle.Pool, func(tx pgx.Tx) error {

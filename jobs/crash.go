@@ -31,7 +31,7 @@ func (q *Queue) SimulateCrash(ctx context.Context, at CrashPoint) (*river.Job[Tr
 		return nil, errors.New("jobs: a queue without a provider cannot work jobs")
 	}
 	res, err := riverpgxv5.New(q.pool).GetExecutor().JobGetAvailable(ctx, &riverdriver.JobGetAvailableParams{
-		ClientID: "crashing-worker", Kind: []string{TriageArgs{}.Kind()}, MaxAttemptedBy: 100, MaxToLock: 1, Queue: river.QueueDefault,
+		ClientID: "crashing-worker", Kind: []string{TriageArgs{}.Kind()}, MaxAttemptedBy: 100, MaxToLock: 1, Queue: QueueTriage,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lock a job: %w", err)

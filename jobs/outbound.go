@@ -71,7 +71,7 @@ func (q *Queue) CreateReplyTx(ctx context.Context, tx pgx.Tx, p *ReplyParams) (*
 	}); err != nil {
 		return nil, 0, err
 	}
-	res, err := q.Client.InsertTx(ctx, tx, EmailArgs{MessageID: msg.ID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts})
+	res, err := q.Client.InsertTx(ctx, tx, EmailArgs{MessageID: msg.ID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
 	if err != nil {
 		return nil, 0, fmt.Errorf("enqueue email %d: %w", msg.ID, err)
 	}

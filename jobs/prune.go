@@ -17,6 +17,9 @@ type PruneArgs struct{}
 // Kind is River's name for the job.
 func (PruneArgs) Kind() string { return "idempotency_prune" }
 
+// InsertOpts puts the job on the maintenance queue.
+func (PruneArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueMaintenance} }
+
 // pruneSchedule runs the prune at start and then a few times per retention,
 // so a key outlives its retention by at most a sixth of it (an hour at the
 // default 24h). Retention itself is exact: a stale key is never replayed.

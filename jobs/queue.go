@@ -26,7 +26,11 @@ type Config struct {
 
 	TriageBackoff     Backoff // default base 2s, cap 60s
 	TriageMaxAttempts int     // default 5; then the job is a dead letter
-	Workers           int     // jobs worked at once by this process; default 10
+
+	// Jobs worked at once by this process, per queue: replies never wait
+	// behind triage.
+	TriageWorkers int // default 10
+	EmailWorkers  int // default 20
 
 	// IdempotencyRetention is how long an Idempotency-Key is kept; a
 	// periodic job prunes older ones. Default 24h.
@@ -74,8 +78,11 @@ func (c *Config) setDefaults() {
 	if c.TriageMaxAttempts <= 0 {
 		c.TriageMaxAttempts = 5
 	}
-	if c.Workers <= 0 {
-		c.Workers = 10
+	if c.TriageWorkers <= 0 {
+		c.TriageWorkers = 10
+	}
+	if c.EmailWorkers <= 0 {
+		c.EmailWorkers = 20
 	}
 	if c.IdempotencyRetention <= 0 {
 		c.IdempotencyRetention = 24 * time.Hour
@@ -116,6 +123,13 @@ func (c *Config) setDefaults() {
 func (c *Config) LongestJobTimeout() time.Duration {
 	return max(c.TriageTimeout, c.EmailTimeout)
 }
+
+// The River queues. Each kind of job inserts into its own.
+const (
+	QueueTriage      = "triage"
+	QueueEmail       = "email"       // replies, and every other mail the service sends
+	QueueMaintenance = "maintenance" // periodic jobs
+)
 
 // Queue is helpdesk's River client with its workers.
 type Queue struct {
@@ -159,7 +173,13 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 				return nil, fmt.Errorf("register email worker: %w", err)
 			}
 		}
-		queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: config.Workers}}
+		queues = map[string]river.QueueConfig{
+			QueueTriage:      {MaxWorkers: config.TriageWorkers},
+			QueueEmail:       {MaxWorkers: config.EmailWorkers},
+			QueueMaintenance: {MaxWorkers: 2},
+			// Jobs that a process of an older version inserts during an upgrade.
+			river.QueueDefault: {MaxWorkers: 2},
+		}
 		periodic = []*river.PeriodicJob{pruneSchedule(config.IdempotencyRetention)}
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
@@ -308,7 +328,7 @@ func (q *Queue) retriageTx(ctx context.Context, tx pgx.Tx, ticketID string) (int
 
 // EnqueueTriageTx inserts a triage job for the ticket in the caller's transaction.
 func (q *Queue) EnqueueTriageTx(ctx context.Context, tx pgx.Tx, ticketID string) (int64, error) {
-	res, err := q.Client.InsertTx(ctx, tx, TriageArgs{TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts})
+	res, err := q.Client.InsertTx(ctx, tx, TriageArgs{TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts, Queue: QueueTriage})
 	if err != nil {
 		return 0, fmt.Errorf("enqueue triage of %s: %w", ticketID, err)
 	}

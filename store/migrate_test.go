@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"helpdesk/store"
@@ -64,4 +65,40 @@ func TestMigrate(t *testing.T) {
 			t.Errorf("MigrateUp after down = %+v, want all %d of ours and River's", up, len(all))
 		}
 	})
+}
+
+func TestUpgradeMovesQueuedJobsToTheirKindsQueues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.NewPool(t)
+	if _, err := store.MigrateDown(ctx, pool, 1, false); err != nil { // back to before the queues
+		t.Fatal(err)
+	}
+	// Jobs as the previous version left them: all in 'default'.
+	if _, err := pool.Exec(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, priority, finalized_at)
+		VALUES ('triage', '{"ticket_id":"T-500001"}', 'default', 'available', 5, 1, NULL),
+		       ('email_outbound', '{"message_id":1}', 'default', 'retryable', 8, 1, NULL),
+		       ('idempotency_prune', '{}', 'default', 'scheduled', 25, 1, NULL),
+		       ('triage', '{"ticket_id":"T-500002"}', 'default', 'completed', 5, 1, now())`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.MigrateUp(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT kind || '/' || state || '→' || queue FROM river_job ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	want := []string{"triage/available→triage", "email_outbound/retryable→email", "idempotency_prune/scheduled→maintenance", "triage/completed→default"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("after the upgrade: %v, want %v", got, want)
+	}
 }

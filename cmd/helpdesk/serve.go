@@ -34,7 +34,8 @@ type serveConfig struct {
 	RetryBase         time.Duration
 	RetryCap          time.Duration
 	TriageMaxAttempts int
-	Workers           int
+	TriageWorkers     int
+	EmailWorkers      int
 	ShutdownGrace     time.Duration
 	IdempotencyKeep   time.Duration
 
@@ -111,7 +112,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	retryBase := fs.setting("retry-base", "HELPDESK_RETRY_BASE", "2s", "longest wait after a triage job's first failure")
 	retryCap := fs.setting("retry-cap", "HELPDESK_RETRY_CAP", "60s", "longest wait after any failure")
 	maxAttempts := fs.setting("triage-max-attempts", "HELPDESK_TRIAGE_MAX_ATTEMPTS", "5", "attempts before a triage job becomes a dead letter")
-	workers := fs.setting("workers", "HELPDESK_WORKERS", "10", "jobs worked at once")
+	triageWorkers := fs.setting("triage-workers", "HELPDESK_TRIAGE_WORKERS", "10", "triage jobs worked at once by this process")
+	emailWorkers := fs.setting("email-workers", "HELPDESK_EMAIL_WORKERS", "20", "email jobs worked at once by this process, on a queue of their own")
 	grace := fs.setting("shutdown-grace", "HELPDESK_SHUTDOWN_GRACE", "30s", "how long running jobs may take to finish on shutdown")
 	keep := fs.setting("idempotency-retention", "HELPDESK_IDEMPOTENCY_RETENTION", "24h", "how long an Idempotency-Key replays its first answer")
 	requestTimeout := fs.setting("request-timeout", "HELPDESK_REQUEST_TIMEOUT", "15s", "how long one API request may take; then 503 and nothing is written")
@@ -152,7 +154,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		RetryBase:         duration(&e, retryBase),
 		RetryCap:          duration(&e, retryCap),
 		TriageMaxAttempts: positiveInt(&e, maxAttempts),
-		Workers:           positiveInt(&e, workers),
+		TriageWorkers:     positiveInt(&e, triageWorkers),
+		EmailWorkers:      positiveInt(&e, emailWorkers),
 		ShutdownGrace:     duration(&e, grace),
 		IdempotencyKeep:   duration(&e, keep),
 		SMTPURL:           smtpURL.val,
@@ -309,7 +312,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		Provider:          client,
 		TriageBackoff:     jobs.Backoff{Base: cfg.RetryBase, Cap: cfg.RetryCap},
 		TriageMaxAttempts: cfg.TriageMaxAttempts,
-		Workers:           cfg.Workers,
+		TriageWorkers:     cfg.TriageWorkers,
+		EmailWorkers:      cfg.EmailWorkers,
 
 		IdempotencyRetention: cfg.IdempotencyKeep,
 

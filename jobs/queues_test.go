@@ -1,0 +1,99 @@
+package jobs_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"helpdesk/jobs"
+	"helpdesk/jobs/jobstest"
+	"helpdesk/jobs/provider/simulator"
+	"helpdesk/store"
+)
+
+// triageBacklog opens n tickets of one customer in one transaction, each
+// with its triage job.
+func triageBacklog(tb testing.TB, b *jobstest.Bundle, q *jobs.Queue, n int) {
+	tb.Helper()
+	if _, err := b.Store.InsertCustomer(b.Ctx, &store.InsertCustomerParams{ID: "C-0900", Email: "backlog@example.com", Name: "Backlog"}); err != nil {
+		tb.Fatal(err)
+	}
+	err := pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
+		for range n {
+			if _, _, err := q.OpenTicketTx(b.Ctx, tx, &jobs.OpenTicketParams{CustomerID: "C-0900", Subject: "Waiting", Body: "Slow."}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// slowProvider makes every provider call take d.
+func slowProvider(tb testing.TB, b *jobstest.Bundle, d time.Duration) {
+	tb.Helper()
+	settings := simulator.DefaultSettings()
+	settings.Mode, settings.SlowDelay = simulator.ModeSlow, simulator.Duration(d)
+	if err := b.Sim.Set(settings); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func TestQueues(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AReplyDoesNotWaitBehindATriageBacklog", func(t *testing.T) {
+		t.Parallel()
+		b := setupEmail(t)
+		slowProvider(t, b.Bundle, 3*time.Second)
+		q := b.start(t)
+		triageBacklog(t, b.Bundle, q, 500)
+		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
+
+		start := time.Now()
+		_, jobID := b.Reply(t, q, ticketID, "Hello back.")
+		jobstest.WaitFor(t, q, jobID, jobs.StateSucceeded, 30*time.Second)
+		latency := time.Since(start)
+		// A triage job takes three 3s calls: had the reply queued behind
+		// the backlog, at least one would have finished before it.
+		var triaged int
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM river_job WHERE kind = 'triage' AND state = 'completed'`).Scan(&triaged); err != nil {
+			t.Fatal(err)
+		}
+		if triaged != 0 || len(b.smtp.Deliveries()) != 1 {
+			t.Errorf("the reply was delivered after %d triage jobs finished (%d deliveries)", triaged, len(b.smtp.Deliveries()))
+		}
+		t.Logf("reply delivered %s after it was written, with 501 triage jobs waiting on a 3s provider", latency.Round(time.Millisecond))
+	})
+
+	t.Run("EachKindInsertsIntoItsOwnQueue", func(t *testing.T) {
+		t.Parallel()
+		b := setupEmail(t)
+		q := b.NewQueue(t)
+		ticketID, triageJob := b.OpenTicket(t, q, "Hello", "Hi.")
+		_, emailJob := b.Reply(t, q, ticketID, "Hello back.")
+		for id, want := range map[int64]string{triageJob: jobs.QueueTriage, emailJob: jobs.QueueEmail} {
+			row, err := q.Client.JobGet(b.Ctx, id)
+			if err != nil || row.Queue != want {
+				t.Errorf("job %d (%v) is on queue %q, want %q", id, err, row.Queue, want)
+			}
+		}
+	})
+
+	t.Run("AJobAnOlderVersionPutInDefaultIsStillWorked", func(t *testing.T) {
+		t.Parallel()
+		b := jobstest.Setup(t)
+		q := b.StartQueue(t)
+		ticketID, first := b.OpenTicket(t, q, "Hello", "Hi.")
+		jobstest.WaitFor(t, q, first, jobs.StateSucceeded, 10*time.Second)
+		res, err := q.Client.Insert(b.Ctx, jobs.TriageArgs{TicketID: ticketID}, &river.InsertOpts{Queue: river.QueueDefault})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobstest.WaitFor(t, q, res.Job.ID, jobs.StateSucceeded, 10*time.Second)
+	})
+}
