@@ -26,6 +26,7 @@ type Config struct {
 
 	TriageBackoff     Backoff // default base 2s, cap 60s
 	TriageMaxAttempts int     // default 5; then the job is a dead letter
+	Breaker           BreakerConfig
 
 	// Jobs worked at once by this process, per queue: replies never wait
 	// behind triage.
@@ -78,6 +79,7 @@ func (c *Config) setDefaults() {
 	if c.TriageMaxAttempts <= 0 {
 		c.TriageMaxAttempts = 5
 	}
+	c.Breaker.setDefaults()
 	if c.TriageWorkers <= 0 {
 		c.TriageWorkers = 10
 	}
@@ -158,7 +160,8 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 	)
 	if config.Provider != nil {
 		q.triage = &TriageWorker{pool: pool, provider: config.Provider, backoff: config.TriageBackoff, logger: config.Logger,
-			timeout: config.TriageTimeout}
+			timeout: config.TriageTimeout, gate: &providerGate{pool: pool, name: config.Provider.Name(), breaker: config.Breaker,
+				lease: config.Provider.Timeout() + 5*time.Second, logger: config.Logger}}
 		workers = river.NewWorkers()
 		if err := river.AddWorkerSafely(workers, q.triage); err != nil {
 			return nil, fmt.Errorf("register triage worker: %w", err)

@@ -51,6 +51,7 @@ type TriageWorker struct {
 
 	pool     *pgxpool.Pool
 	provider *provider.Client
+	gate     *providerGate
 	backoff  Backoff
 	logger   *slog.Logger
 	timeout  time.Duration
@@ -103,13 +104,35 @@ func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) err
 		if slices.Contains(done, task) {
 			continue
 		}
-		result, err := w.runStep(ctx, task, &pt)
+		// The breaker and the quota's pace, shared by every process: a
+		// job that may not call now waits without spending an attempt.
+		pass, wait, err := w.gate.enter(ctx)
+		if err != nil {
+			return err
+		}
+		if pass == nil {
+			w.logger.DebugContext(ctx, "triage: waiting for the provider", slog.Int64("job_id", job.ID), slog.Duration("wait", wait))
+			return river.JobSnooze(jitter(w.backoff, wait))
+		}
+		result, call, err := w.runStep(ctx, task, &pt)
+		state, gateErr := w.gate.after(ctx, pass, call, err)
+		if gateErr != nil {
+			return gateErr
+		}
 		if w.afterCall != nil {
 			if err := w.afterCall(task); err != nil {
 				return err
 			}
 		}
 		if err != nil {
+			var perr *provider.Error
+			if errors.As(err, &perr) && perr.ProviderDown() && state == store.BreakerOpen {
+				// The provider is down for everyone: wait for the breaker's
+				// probe instead of spending attempts on the outage.
+				w.logger.InfoContext(ctx, "triage: provider down, breaker open; waiting without spending an attempt",
+					slog.Int64("job_id", job.ID), slog.String("task", task), slog.String("error", perr.Error()))
+				return river.JobSnooze(jitter(w.backoff, w.gate.breaker.ProbeMin))
+			}
 			return w.failure(ctx, job, task, err)
 		}
 		last := i == len(TriageTasks)-1
@@ -127,37 +150,46 @@ func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) err
 	return nil
 }
 
-func (w *TriageWorker) runStep(ctx context.Context, task string, pt *provider.Ticket) (stepResult, error) {
+// runStep makes the step's provider call. The call is described even when
+// it failed: what the answer said of the quota counts either way.
+func (w *TriageWorker) runStep(ctx context.Context, task string, pt *provider.Ticket) (stepResult, provider.Call, error) {
 	switch task {
 	case TaskClassify:
 		c, call, err := w.provider.Classify(ctx, *pt)
 		if err != nil {
-			return stepResult{}, err
+			return stepResult{}, call, err
 		}
 		pt.Team = c.Team // the draft that follows is written for this team
 		out, _ := json.Marshal(c)
 		return stepResult{output: string(out), call: call, apply: func(ctx context.Context, st *store.Store, id string) error {
 			return st.SetTicketClassification(ctx, id, c.Team, c.Priority)
-		}}, nil
+		}}, call, nil
 	case TaskDraftReply:
 		draft, call, err := w.provider.DraftReply(ctx, *pt)
 		if err != nil {
-			return stepResult{}, err
+			return stepResult{}, call, err
 		}
 		return stepResult{output: draft, call: call, apply: func(ctx context.Context, st *store.Store, id string) error {
 			return st.SetTicketDraftReply(ctx, id, draft)
-		}}, nil
+		}}, call, nil
 	case TaskEmbed:
 		vec, call, err := w.provider.Embed(ctx, *pt)
 		if err != nil {
-			return stepResult{}, err
+			return stepResult{}, call, err
 		}
 		return stepResult{output: fmt.Sprintf("vector %s, %d dimensions", call.Model, len(vec)), call: call,
 			apply: func(ctx context.Context, st *store.Store, id string) error {
 				return st.SetTicketEmbedding(ctx, id, vec)
-			}}, nil
+			}}, call, nil
 	}
-	return stepResult{}, fmt.Errorf("unknown triage task %q", task)
+	return stepResult{}, provider.Call{}, fmt.Errorf("unknown triage task %q", task)
+}
+
+// jitter adds up to a tenth at random, so that jobs told to wait the same
+// time do not all come back at once.
+func jitter(b Backoff, wait time.Duration) time.Duration {
+	wait = max(wait, time.Millisecond)
+	return wait + time.Duration(b.rand(int64(wait/10)+1))
 }
 
 // save records the step's result and applies it to the ticket in one

@@ -52,6 +52,13 @@ func New(config Config) (*Client, error) {
 	return &Client{config: config, http: &http.Client{}}, nil
 }
 
+// Name identifies the provider for the state every process shares about
+// it (its circuit breaker, its pace): its base URL.
+func (c *Client) Name() string { return c.config.BaseURL }
+
+// Timeout is how long one call may take.
+func (c *Client) Timeout() time.Duration { return c.config.Timeout }
+
 // Ticket is what the provider is told about a ticket.
 type Ticket struct {
 	ID      string
@@ -70,6 +77,7 @@ type Call struct {
 	Latency          time.Duration
 	PromptTokens     int
 	CompletionTokens int
+	Quota            *Quota // the rate limits the answer reported, if any
 }
 
 // Classification is classify's answer.
@@ -207,9 +215,12 @@ func (c *Client) post(ctx context.Context, ticketID, task, path string, in, out 
 		var answer []byte
 		answer, err = io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 		call.Latency = time.Since(start)
+		call.Quota = parseQuota(resp.Header)
 		if err == nil {
 			if resp.StatusCode < 200 || resp.StatusCode > 299 {
-				return call, statusError(resp, answer, time.Now())
+				e := statusError(resp, answer, time.Now())
+				e.Quota = call.Quota
+				return call, e
 			}
 			if err := decodeJSON(answer, out); err != nil {
 				return call, invalidAnswer("%s answer is not the expected JSON: %v", task, err)

@@ -49,12 +49,20 @@ type Error struct {
 	Kind       Kind
 	Status     int           // the HTTP status, when there was an answer
 	RetryAfter time.Duration // the provider's Retry-After hint on a 429, 0 if none
+	Quota      *Quota        // the rate limits the answer reported, if any
 	Msg        string
 }
 
 // Error reads like "ProviderUnavailable: the provider answered 503", which is
 // what a person sees as the job's last error.
 func (e *Error) Error() string { return e.Kind.String() + ": " + e.Msg }
+
+// ProviderDown reports a failure that says the provider itself is not
+// well (5xx, no connection, no answer in time), as opposed to one about
+// this request: only these count toward opening the circuit breaker.
+func (e *Error) ProviderDown() bool {
+	return e.Kind == KindUnavailable || e.Kind == KindTimeout
+}
 
 // Temporary reports whether a later attempt may succeed.
 func (e *Error) Temporary() bool {

@@ -66,6 +66,7 @@ type Server struct {
 	settings    Settings
 	windowStart time.Time
 	windowCalls int
+	refused     int                       // calls answered 429
 	calls       map[string]map[string]int // ticket → task → calls received
 	mux         *http.ServeMux
 }
@@ -94,7 +95,7 @@ func (s *Server) Set(settings Settings) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.settings = settings
-	s.windowStart, s.windowCalls = time.Time{}, 0
+	s.windowStart, s.windowCalls, s.refused = time.Time{}, 0, 0
 	return nil
 }
 
@@ -137,9 +138,24 @@ func (s *Server) TotalCalls() int {
 	return total
 }
 
-// admit counts the call and says how to answer it: the mode, and for a
-// refused quota call the wait until the window reopens.
-func (s *Server) admit(r *http.Request) (Settings, time.Duration) {
+// quotaState is where the quota window stands after a call, for the
+// rate limit headers.
+type quotaState struct {
+	limit, remaining int
+	reset            time.Duration
+}
+
+// Refused returns how many calls the simulator answered 429.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+// admit counts the call and says how to answer it: the mode, for a
+// refused quota call the wait until the window reopens, and in quota mode
+// where the window stands.
+func (s *Server) admit(r *http.Request) (Settings, time.Duration, *quotaState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ticket, task := r.Header.Get(provider.HeaderTicket), r.Header.Get(provider.HeaderTask)
@@ -149,18 +165,21 @@ func (s *Server) admit(r *http.Request) (Settings, time.Duration) {
 	s.calls[ticket][task]++
 
 	if s.settings.Mode != ModeQuota {
-		return s.settings, 0
+		return s.settings, 0, nil
 	}
 	now := time.Now()
 	window := time.Duration(s.settings.QuotaWindow)
 	if s.windowStart.IsZero() || now.Sub(s.windowStart) >= window {
 		s.windowStart, s.windowCalls = now, 0
 	}
+	q := &quotaState{limit: s.settings.QuotaCalls, reset: s.windowStart.Add(window).Sub(now)}
 	if s.windowCalls >= s.settings.QuotaCalls {
-		return s.settings, s.windowStart.Add(window).Sub(now)
+		s.refused++
+		return s.settings, q.reset, q
 	}
 	s.windowCalls++
-	return s.settings, 0
+	q.remaining = s.settings.QuotaCalls - s.windowCalls
+	return s.settings, 0, q
 }
 
 // fault answers the call if the mode says it must fail, and reports whether it did.
@@ -168,7 +187,14 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) (settings Setting
 	// Drain the body: net/http notices a client that gave up, and cancels
 	// r.Context(), only once the body has been read to its end.
 	_, _ = io.Copy(io.Discard, r.Body)
-	settings, wait := s.admit(r)
+	settings, wait, quota := s.admit(r)
+	if quota != nil {
+		// As OpenAI sends them: the budget of the window, what is left of
+		// it, and when it is whole again.
+		w.Header().Set(provider.HeaderLimitRequests, strconv.Itoa(quota.limit))
+		w.Header().Set(provider.HeaderRemainingRequests, strconv.Itoa(quota.remaining))
+		w.Header().Set(provider.HeaderResetRequests, quota.reset.Round(time.Millisecond).String())
+	}
 	switch settings.Mode {
 	case ModeOutage:
 		writeError(w, http.StatusServiceUnavailable, "the simulated provider is in outage mode", "server_error")

@@ -1,0 +1,119 @@
+package jobs_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"helpdesk/jobs"
+	"helpdesk/jobs/jobstest"
+	"helpdesk/jobs/provider/simulator"
+	"helpdesk/store"
+)
+
+// deadLetters counts the triage jobs given up.
+func deadLetters(t *testing.T, b *jobstest.Bundle) int {
+	t.Helper()
+	var n int
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM river_job WHERE kind = 'triage' AND state IN ('discarded', 'cancelled')`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestCircuitBreaker(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AnOutageDuringAStreamOfTicketsEndsWithNoDeadLetterAndFewCalls", func(t *testing.T) {
+		t.Parallel()
+		b := jobstest.Setup(t)
+		// The test's settings, a 1:300 scale of the defaults' story: the
+		// breaker opens after 5 failures within 1s and probes from 100ms
+		// to 400ms; the outage lasts 2s (10 minutes in the story).
+		b.Config.Breaker = jobs.BreakerConfig{Failures: 5, Window: time.Second, ProbeMin: 100 * time.Millisecond, ProbeMax: 400 * time.Millisecond}
+		b.Config.TriageMaxAttempts = 3
+		if err := b.Sim.SetMode(simulator.ModeOutage); err != nil {
+			t.Fatal(err)
+		}
+		q := b.StartQueue(t)
+		var jobIDs []int64
+		for i := range 20 { // a steady stream: one ticket every 100ms
+			_, id := b.OpenTicket(t, q, fmt.Sprintf("Ticket %d", i), "Where is my parcel?")
+			jobIDs = append(jobIDs, id)
+			time.Sleep(100 * time.Millisecond)
+		}
+		callsDuringOutage := b.Sim.TotalCalls()
+		state, err := q.ProviderState(b.Ctx)
+		if err != nil || state.State != store.BreakerOpen {
+			t.Fatalf("breaker %+v (%v) during the outage, want open", state, err)
+		}
+		if err := b.Sim.SetMode(simulator.ModeNormal); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range jobIDs {
+			jobstest.WaitFor(t, q, id, jobs.StateSucceeded, 30*time.Second)
+		}
+		if n := deadLetters(t, b); n != 0 {
+			t.Errorf("%d dead letters", n)
+		}
+		// Without the breaker every ticket would spend its 3 attempts: 60
+		// calls. With it: the failures that open it, the calls that were
+		// under way, and a probe every 100–400ms.
+		if callsDuringOutage > 30 {
+			t.Errorf("%d provider calls during a 2s outage; want the breaker to stop them", callsDuringOutage)
+		}
+		if state, _ := q.ProviderState(b.Ctx); state.State != store.BreakerClosed {
+			t.Errorf("breaker %s after the provider came back", state.State)
+		}
+		t.Logf("%d calls during the outage, for 20 tickets", callsDuringOutage)
+	})
+
+	t.Run("UnusableAnswersNeverOpenIt", func(t *testing.T) {
+		t.Parallel()
+		b := jobstest.Setup(t)
+		b.Config.Breaker = jobs.BreakerConfig{Failures: 2, Window: time.Minute}
+		if err := b.Sim.SetMode(simulator.ModeInvalid); err != nil {
+			t.Fatal(err)
+		}
+		q := b.StartQueue(t)
+		for i := range 4 {
+			_, id := b.OpenTicket(t, q, fmt.Sprintf("Ticket %d", i), "Hi.")
+			jobstest.WaitFor(t, q, id, jobs.StateFailed, 10*time.Second)
+		}
+		if state, err := q.ProviderState(b.Ctx); err != nil || state.State != store.BreakerClosed || state.Failures != 0 {
+			t.Errorf("breaker %+v (%v), want closed with no failures", state, err)
+		}
+	})
+}
+
+func TestQuotaPacing(t *testing.T) {
+	t.Parallel()
+
+	t.Run("CallsFollowTheQuotaSo429sAreRare", func(t *testing.T) {
+		t.Parallel()
+		b := jobstest.Setup(t)
+		settings := simulator.DefaultSettings()
+		settings.Mode, settings.QuotaCalls, settings.QuotaWindow = simulator.ModeQuota, 20, simulator.Duration(time.Second)
+		if err := b.Sim.Set(settings); err != nil {
+			t.Fatal(err)
+		}
+		q := b.StartQueue(t)
+		var jobIDs []int64
+		for i := range 30 {
+			_, id := b.OpenTicket(t, q, fmt.Sprintf("Ticket %d", i), "Hi.")
+			jobIDs = append(jobIDs, id)
+		}
+		for _, id := range jobIDs {
+			jobstest.WaitFor(t, q, id, jobs.StateSucceeded, 60*time.Second)
+		}
+		total, refused := b.Sim.TotalCalls(), b.Sim.Refused()
+		// Unpaced, 10 workers would send all 90 calls into 20-call windows.
+		if share := float64(refused) / float64(total); share > 0.10 {
+			t.Errorf("%d of %d calls answered 429 (%.0f%%), want at most 10%%", refused, total, 100*share)
+		}
+		if n := deadLetters(t, b); n != 0 {
+			t.Errorf("%d dead letters", n)
+		}
+		t.Logf("%d calls, %d answered 429", total, refused)
+	})
+}
