@@ -4,7 +4,7 @@
 
 WITHDB := go run ./cmd/withdb
 
-.PHONY: demo run test lint unit bench build faults
+.PHONY: demo run test lint unit bench build faults burst
 
 ## demo: both kinds of duplicate made harmless, on a scratch database (about 5 seconds)
 demo: build
@@ -34,6 +34,11 @@ faults: build
 ## bench: the benchmarks, against the same database as the tests
 bench:
 	$(WITHDB) -db helpdesk_test -- go test -run '^$$' -bench . -benchtime 2s ./...
+
+## burst: the lesson's burst, 10× time-scaled (about 70 seconds); writes docs/burst.txt and docs/burst.png
+burst: build
+	mkdir -p docs
+	$(WITHDB) -- ./bin/helpdesk burst -chart docs/burst.png | tee docs/burst.txt
 
 build:
 	go build -o bin/helpdesk ./cmd/helpdesk

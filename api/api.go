@@ -26,6 +26,10 @@ type Config struct {
 	// the request's context ends, the transaction rolls back and the
 	// caller gets 503. Default 15s.
 	RequestTimeout time.Duration
+	// RatePerKey and BurstPerKey bound each API key's requests in this
+	// process; past them 429 with Retry-After. Defaults 20/s, burst 40.
+	RatePerKey  float64
+	BurstPerKey int
 }
 
 // readyTimeout is how long /readyz waits for PostgreSQL to answer.
@@ -38,6 +42,7 @@ type Server struct {
 	queue     *jobs.Queue
 	retention time.Duration
 	timeout   time.Duration
+	limiter   *keyLimiter
 	mux       *http.ServeMux
 }
 
@@ -54,6 +59,13 @@ func New(config Config) *Server {
 	if s.timeout <= 0 {
 		s.timeout = 15 * time.Second
 	}
+	if config.RatePerKey <= 0 {
+		config.RatePerKey = 20
+	}
+	if config.BurstPerKey <= 0 {
+		config.BurstPerKey = 40
+	}
+	s.limiter = newKeyLimiter(config.RatePerKey, config.BurstPerKey)
 	// healthz says the process runs; readyz that it can serve, PostgreSQL included.
 	s.probe("/healthz", func(context.Context) error { return nil })
 	s.probe("/readyz", func(ctx context.Context) error {
@@ -68,6 +80,7 @@ func New(config Config) *Server {
 	s.route("/v1/jobs", map[string]handlerFunc{http.MethodGet: s.listJobs})
 	s.route("/v1/jobs/{id}", map[string]handlerFunc{http.MethodGet: s.getJob})
 	s.route("/v1/jobs/{id}/retry", map[string]handlerFunc{http.MethodPost: s.retryJob})
+	s.route("/v1/provider", map[string]handlerFunc{http.MethodGet: s.getProvider})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such endpoint: " + r.URL.Path})
 	})
@@ -134,7 +147,14 @@ func (s *Server) route(pattern string, byMethod map[string]handlerFunc) {
 				Message: r.Method + " is not allowed on " + r.URL.Path})
 			return
 		}
-		who, err := s.authenticate(r.Context(), r)
+		who, keyHash, err := s.authenticate(r.Context(), r)
+		if err == nil {
+			// Every request counts toward its key's rate, a replayed
+			// Idempotency-Key too: a replay still costs a read.
+			if wait := s.limiter.wait(keyHash, time.Now()); wait > 0 {
+				err = tooManyRequests(w, wait)
+			}
+		}
 		if err == nil {
 			err = h(w, r, who)
 		}

@@ -58,20 +58,23 @@ func HashAPIKey(key string) []byte {
 var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: "unauthorized",
 	Message: "send an API key as Authorization: Bearer KEY (helpdesk apikey create makes one)"}
 
-// authenticate finds the actor of the request's bearer key.
-func (s *Server) authenticate(ctx context.Context, r *http.Request) (Actor, error) {
+// authenticate finds the actor of the request's bearer key, and the key's
+// hash, which names it without holding it.
+func (s *Server) authenticate(ctx context.Context, r *http.Request) (Actor, string, error) {
 	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
-		return Actor{}, errUnauthorized
+		return Actor{}, "", errUnauthorized
 	}
-	actor, err := store.New(s.pool).APIKeyActor(ctx, HashAPIKey(strings.TrimSpace(key)))
+	hash := HashAPIKey(strings.TrimSpace(key))
+	actor, err := store.New(s.pool).APIKeyActor(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
-		return Actor{}, errUnauthorized
+		return Actor{}, "", errUnauthorized
 	}
 	if err != nil {
-		return Actor{}, err
+		return Actor{}, "", err
 	}
-	return ParseActor(actor)
+	a, err := ParseActor(actor)
+	return a, string(hash), err
 }
 
 func requireAgent(who Actor, what string) error {

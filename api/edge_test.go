@@ -187,7 +187,8 @@ func serveThroughProxy(t *testing.T, requestTimeout time.Duration) (*intakeBundl
 	}
 	t.Cleanup(pool.Close)
 	t.Cleanup(proxy.Close) // first: a frozen proxy would hold the pool's goodbyes
-	srv := httptest.NewServer(api.New(api.Config{Logger: jobstest.Logger(), Pool: pool, Queue: b.queue, RequestTimeout: requestTimeout}))
+	srv := httptest.NewServer(api.New(api.Config{Logger: jobstest.Logger(), Pool: pool, Queue: b.queue, RequestTimeout: requestTimeout,
+		RatePerKey: 1e6, BurstPerKey: 1e6}))
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
 	if err := b.Store.UpsertCustomer(b.Ctx, &store.InsertCustomerParams{ID: "C-0022", Email: "c-0022@example.com", Name: "C-0022"}); err != nil {
@@ -215,4 +216,54 @@ func parsePort(t *testing.T, s string) uint16 {
 		t.Fatal(err)
 	}
 	return uint16(n)
+}
+
+func TestEachKeyHasARequestRate(t *testing.T) {
+	t.Parallel()
+	b := jobstest.Setup(t)
+	if _, err := b.Store.InsertCustomer(b.Ctx, &store.InsertCustomerParams{ID: "C-0022", Email: "c22@example.com", Name: "C-0022"}); err != nil {
+		t.Fatal(err)
+	}
+	// A token every 100s: the test's requests cannot earn a new one.
+	ab := serveAPIWith(t, b, b.NewQueue(t), api.Config{RatePerKey: 0.01, BurstPerKey: 3})
+	other := ab.key(t, "customer:C-0022")
+
+	// Three requests fit in the burst; a replay of the first counts too.
+	for i, idem := range []string{"k1", "k1", "k2"} {
+		if status, _, resp := ab.do(t, ab.agent, "POST", "/v1/tickets", ticketBody("C-0022", "Hello"), idem); status != 202 {
+			t.Fatalf("request %d: %d %v", i+1, status, resp)
+		}
+	}
+	var tickets int
+	count := func() int {
+		_ = b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM tickets`).Scan(&tickets)
+		return tickets
+	}
+	before := count()
+	status, header, resp := ab.do(t, ab.agent, "POST", "/v1/tickets", ticketBody("C-0022", "One too many"), "k3")
+	requireError(t, status, resp, http.StatusTooManyRequests, "rate_limited")
+	if ra, err := strconv.Atoi(header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("Retry-After %q, want whole seconds", header.Get("Retry-After"))
+	}
+	if count() != before {
+		t.Errorf("a refused request wrote a ticket")
+	}
+	status, _, resp = ab.do(t, ab.agent, "POST", "/v1/tickets", ticketBody("C-0022", "Hello"), "k1")
+	requireError(t, status, resp, http.StatusTooManyRequests, "rate_limited")
+
+	// Another key has a rate of its own.
+	if status, _, resp := ab.do(t, other, "GET", "/v1/tickets", nil, ""); status != 200 {
+		t.Errorf("another key: %d %v", status, resp)
+	}
+}
+
+func TestProviderStateIsVisibleToAgents(t *testing.T) {
+	t.Parallel()
+	b := setupIntake(t, 0)
+	status, body := b.call(t, "GET", "/v1/provider")
+	if status != 200 || body["state"] != "closed" || body["provider"] == "" {
+		t.Errorf("GET /v1/provider: %d %v", status, body)
+	}
+	status, _, body = b.do(t, b.c22, "GET", "/v1/provider", nil, "")
+	requireError(t, status, body, http.StatusForbidden, "forbidden")
 }

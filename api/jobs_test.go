@@ -35,7 +35,18 @@ func setup(t *testing.T) *apiBundle {
 
 func serveAPI(t testing.TB, b *jobstest.Bundle, q *jobs.Queue, retention time.Duration) *apiBundle {
 	t.Helper()
-	srv := httptest.NewServer(api.New(api.Config{Logger: jobstest.Logger(), Pool: b.Pool, Queue: q, IdempotencyRetention: retention}))
+	return serveAPIWith(t, b, q, api.Config{IdempotencyRetention: retention})
+}
+
+// serveAPIWith serves the API with config; its rate per key is unlimited
+// unless config says otherwise.
+func serveAPIWith(t testing.TB, b *jobstest.Bundle, q *jobs.Queue, config api.Config) *apiBundle {
+	t.Helper()
+	config.Logger, config.Pool, config.Queue = jobstest.Logger(), b.Pool, q
+	if config.RatePerKey == 0 {
+		config.RatePerKey, config.BurstPerKey = 1e6, 1e6
+	}
+	srv := httptest.NewServer(api.New(config))
 	t.Cleanup(srv.Close)
 	ab := &apiBundle{Bundle: b, queue: q, url: srv.URL}
 	if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "alice", DisplayName: "Alice", Email: "alice@support.example.com"}); err != nil {

@@ -175,3 +175,28 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkReplyLatencyUnderTriageBacklog measures how long a reply takes
+// from its commit to the fake SMTP server while 500 triage jobs wait on a
+// provider that takes 3s a call, with serve's worker counts. Replies have
+// a queue of their own, so the backlog does not stand in their way.
+func BenchmarkReplyLatencyUnderTriageBacklog(b *testing.B) {
+	bundle := jobstest.Setup(b)
+	srv := bundle.WithSMTP(b)
+	slowProvider(b, bundle, 3*time.Second)
+	q := bundle.StartQueue(b)
+	triageBacklog(b, bundle, q, 500)
+	ticketID, _ := bundle.OpenTicket(b, q, "Hello", "Hi.")
+	var total time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		_, jobID := bundle.Reply(b, q, ticketID, "Hello back.")
+		jobstest.WaitFor(b, q, jobID, jobs.StateSucceeded, time.Minute)
+		total += time.Since(start)
+		if got := len(srv.Deliveries()); got != i+1 {
+			b.Fatalf("%d deliveries after %d replies", got, i+1)
+		}
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/reply")
+}

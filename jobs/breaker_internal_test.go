@@ -101,8 +101,8 @@ func TestPaceFollowsTheQuota(t *testing.T) {
 		wantBlocked  time.Duration
 	}{
 		{"NoHeadersNoPace", nil, provider.Call{}, 0, 0},
-		{"TheRestOfTheBudgetSpreadUntilItsReset", &provider.Quota{LimitRequests: 50, RemainingRequests: 40, ResetRequests: 40 * time.Second, RemainingTokens: -1}, provider.Call{}, 1100 * time.Millisecond, 0},
-		{"ASpentBudgetBlocksUntilItsReset", &provider.Quota{LimitRequests: 50, RemainingRequests: 0, ResetRequests: 7 * time.Second, RemainingTokens: -1}, provider.Call{}, 7700 * time.Millisecond, 7 * time.Second},
+		{"TheRestOfTheBudgetSpreadUntilItsReset", &provider.Quota{LimitRequests: 50, RemainingRequests: 40, ResetRequests: 40 * time.Second, RemainingTokens: -1}, provider.Call{}, 1050 * time.Millisecond, 0},
+		{"ASpentBudgetBlocksUntilItsReset", &provider.Quota{LimitRequests: 50, RemainingRequests: 0, ResetRequests: 7 * time.Second, RemainingTokens: -1}, provider.Call{}, 7350 * time.Millisecond, 7 * time.Second},
 		{"TooFewTokensForAnotherCallBlockUntilTheirReset", &provider.Quota{RemainingRequests: -1, LimitTokens: 10000, RemainingTokens: 100, ResetTokens: 3 * time.Second}, provider.Call{PromptTokens: 300, CompletionTokens: 50}, 0, 3 * time.Second},
 		{"EnoughTokensDoNotBlock", &provider.Quota{RemainingRequests: -1, LimitTokens: 10000, RemainingTokens: 5000, ResetTokens: 3 * time.Second}, provider.Call{PromptTokens: 300}, 0, 0},
 	} {

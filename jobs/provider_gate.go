@@ -192,7 +192,7 @@ func (c BreakerConfig) success(r *store.Provider, now time.Time) (closed bool) {
 
 // paceMargin keeps calls a little under the quota, so that the edges of
 // the provider's window and our clocks never add up to a 429.
-const paceMargin = 1.1
+const paceMargin = 1.05
 
 // pace turns what an answer said of the quota into the interval between
 // calls (the rest of the budget spread evenly until it is whole again)

@@ -25,6 +25,8 @@ commands:
   load        load the demo's customers and agents from testdata/demo (-reset empties everything first)
   demo        show both kinds of duplicate made harmless, on a scratch database
   simulator   run the simulated AI provider on its own
+  provider    show the AI provider's circuit breaker and pace
+  burst       replay the lesson's burst against a quota, time-scaled, and chart it
 
 Run "helpdesk <command> --help" for a command's flags.
 `
@@ -58,6 +60,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = cmdDemo(ctx, args[1:], getenv, stdout, stderr)
 	case "simulator":
 		err = cmdSimulator(ctx, args[1:], getenv, logger, stderr)
+	case "provider":
+		err = cmdProvider(ctx, args[1:], getenv, stdout, stderr)
+	case "burst":
+		err = cmdBurst(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

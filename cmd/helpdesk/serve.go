@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +47,10 @@ type serveConfig struct {
 	TriageTimeout    time.Duration // one attempt of a triage job
 	EmailTimeout     time.Duration // one attempt of an email job, every SMTP phase together
 	RescueAfter      time.Duration // a job still running this long after it started is handed to another worker
+
+	Breaker  jobs.BreakerConfig
+	APIRate  float64 // requests a second per API key
+	APIBurst int
 
 	SMTPURL          string // empty: an in-process fake SMTP server that keeps mail in memory
 	MailDomain       string
@@ -130,6 +136,12 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	giveUp := fs.setting("email-give-up-after", "HELPDESK_EMAIL_GIVE_UP_AFTER", "72h", "an email still undelivered this long after it was written fails")
 	delayNotice := fs.setting("email-delay-notice", "HELPDESK_EMAIL_DELAY_NOTICE", "30m", "an email undelivered this long shows as delayed, with a note on its ticket")
 	smtpTimeout := fs.setting("smtp-timeout", "HELPDESK_SMTP_TIMEOUT", "1m", "deadline of each SMTP phase")
+	breakerFailures := fs.setting("breaker-failures", "HELPDESK_BREAKER_FAILURES", "10", "provider failures in a row (5xx, timeouts, no connection) that open the circuit breaker")
+	breakerWindow := fs.setting("breaker-window", "HELPDESK_BREAKER_WINDOW", "30s", "...within this long")
+	probeMin := fs.setting("breaker-probe-min", "HELPDESK_BREAKER_PROBE_MIN", "5s", "an open breaker lets one probe through after this, doubling with each failed probe")
+	probeMax := fs.setting("breaker-probe-max", "HELPDESK_BREAKER_PROBE_MAX", "2m", "...up to this")
+	apiRate := fs.setting("api-rate", "HELPDESK_API_RATE", "20/s", "requests a second per API key, in this process; past it 429 with Retry-After")
+	apiBurst := fs.setting("api-burst", "HELPDESK_API_BURST", "40", "requests per API key at once before the rate applies")
 	inboundAddr := fs.setting("inbound-addr", "HELPDESK_INBOUND_ADDR", "", "address of the inbound SMTP (or LMTP) listener; unset: none")
 	inboundLMTP := fs.setting("inbound-lmtp", "HELPDESK_INBOUND_LMTP", "0", "1: speak LMTP on the inbound listener, for a Postfix in front")
 	inboundMax := fs.setting("inbound-max-bytes", "HELPDESK_INBOUND_MAX_BYTES", "26214400", "largest inbound message; larger ones get 552 5.3.4")
@@ -175,6 +187,18 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		EmailDelayNotice:   duration(&e, delayNotice),
 		InboundTimeout:     duration(&e, inboundTimeout),
 		InboundMaxSessions: positiveInt(&e, inboundSessions),
+
+		Breaker: jobs.BreakerConfig{Failures: positiveInt(&e, breakerFailures), Window: duration(&e, breakerWindow),
+			ProbeMin: duration(&e, probeMin), ProbeMax: duration(&e, probeMax)},
+		APIBurst: positiveInt(&e, apiBurst),
+	}
+	if r, err := strconv.ParseFloat(strings.TrimSuffix(apiRate.val, "/s"), 64); err != nil || r <= 0 || math.IsInf(r, 0) {
+		e.keep(apiRate.fail("requests a second, such as 20/s or 0.5"))
+	} else {
+		cfg.APIRate = r
+	}
+	if e.err == nil && cfg.Breaker.ProbeMax < cfg.Breaker.ProbeMin {
+		e.keep(probeMax.fail(fmt.Sprintf("at least HELPDESK_BREAKER_PROBE_MIN (%s)", cfg.Breaker.ProbeMin)))
 	}
 	// The job timeouts bound the rescue: a provider call may take its
 	// timeout three times over, and the rescue must come after any live
@@ -325,6 +349,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		EmailGiveUpAfter: cfg.EmailGiveUpAfter,
 		EmailDelayNotice: cfg.EmailDelayNotice,
 
+		Breaker:              cfg.Breaker,
 		TriageTimeout:        cfg.TriageTimeout,
 		EmailTimeout:         cfg.EmailTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
@@ -338,7 +363,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		return fmt.Errorf("listen on HELPDESK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
 	httpServer := newHTTPServer(cfg, api.New(api.Config{Logger: logger, Pool: pool, Queue: queue,
-		IdempotencyRetention: cfg.IdempotencyKeep, RequestTimeout: cfg.RequestTimeout}))
+		IdempotencyRetention: cfg.IdempotencyKeep, RequestTimeout: cfg.RequestTimeout,
+		RatePerKey: cfg.APIRate, BurstPerKey: cfg.APIBurst}))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
 
