@@ -50,8 +50,16 @@ func TestCircuitBreaker(t *testing.T) {
 		if err := b.Sim.SetMode(simulator.ModeNormal); err != nil {
 			t.Fatal(err)
 		}
+		back := time.Now()
 		for _, id := range jobIDs {
 			jobstest.WaitFor(t, q, id, jobs.StateSucceeded, 30*time.Second)
+		}
+		// The next probe comes within ProbeMax (400ms) of the return, and
+		// the waiting jobs within ProbeMin after it; 10s only guards
+		// against a hang on a loaded machine.
+		drained := time.Since(back)
+		if drained > 10*time.Second {
+			t.Errorf("every ticket triaged %s after the provider came back", drained)
 		}
 		if n := deadLetters(t, b); n != 0 {
 			t.Errorf("%d dead letters", n)
@@ -65,7 +73,7 @@ func TestCircuitBreaker(t *testing.T) {
 		if state, _ := q.ProviderState(b.Ctx); state.State != store.BreakerClosed {
 			t.Errorf("breaker %s after the provider came back", state.State)
 		}
-		t.Logf("%d calls during the outage, for 20 tickets", callsDuringOutage)
+		t.Logf("%d calls during the outage, for 20 tickets; all triaged %s after the provider came back", callsDuringOutage, drained.Round(time.Millisecond))
 	})
 
 	t.Run("UnusableAnswersNeverOpenIt", func(t *testing.T) {
