@@ -138,6 +138,7 @@ func (w *world) env(overrides map[string]string) []string {
 		"HELPDESK_REQUEST_TIMEOUT":    "5s",
 		"HELPDESK_DB_CONNECT_TIMEOUT": "5s",
 		"HELPDESK_LOG_LEVEL":          "info",
+		"HELPDESK_API_RATE":           "100000/s",
 	}
 	// To measure the rescue at serve's defaults (about two and a half
 	// minutes), not the suite's: HELPDESK_FAULTS_DEFAULT_TIMEOUTS=1.
