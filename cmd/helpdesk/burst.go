@@ -111,19 +111,11 @@ func (o burstOptions) scaled(d time.Duration) time.Duration {
 }
 
 func runBurst(ctx context.Context, serverURL string, opts burstOptions, logger *slog.Logger) (*burstResult, error) {
-	dbURL, drop, err := scratchDatabase(ctx, serverURL)
+	pool, drop, err := scratchPool(ctx, serverURL)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
-	pool, err := store.Open(ctx, dbURL, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer pool.Close()
-	if _, err := store.MigrateUp(ctx, pool); err != nil {
-		return nil, err
-	}
 	settings := simulator.DefaultSettings()
 	settings.Mode, settings.QuotaCalls, settings.QuotaWindow = simulator.ModeQuota, opts.QuotaCalls, simulator.Duration(opts.scaled(opts.QuotaWindow))
 	sim, err := simulator.Listen("127.0.0.1:0", settings)

@@ -2,15 +2,12 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	"helpdesk/jobs/jobstest"
 )
 
 // silentServer takes TCP connections and never says a word, as a
@@ -109,25 +106,9 @@ func TestTimeoutSettingsAreChecked(t *testing.T) {
 func TestServeClosesIdleKeepAliveConnections(t *testing.T) {
 	t.Parallel()
 	dbURL := migratedURL(t)
-	cfg, err := parseServeConfig(nil, envOf(map[string]string{
+	addr, _ := startServe(t, map[string]string{
 		"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_HTTP_IDLE_TIMEOUT": "1s",
-	}), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, jobstest.Logger(), func(addr string) { ready <- addr }) }()
-	t.Cleanup(func() { cancel(); <-done })
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-done:
-		t.Fatalf("serve ended: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve not ready")
-	}
+	})
 
 	c, err := net.Dial("tcp", addr)
 	if err != nil {

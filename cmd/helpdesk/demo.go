@@ -127,19 +127,11 @@ var errDemoMismatch = errors.New("the demo saw a duplicate")
 
 func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *slog.Logger) (*demoResult, error) {
 	start := time.Now()
-	dbURL, drop, err := scratchDatabase(ctx, serverURL)
+	pool, drop, err := scratchPool(ctx, serverURL)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
-	pool, err := store.Open(ctx, dbURL, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer pool.Close()
-	if _, err := store.MigrateUp(ctx, pool); err != nil {
-		return nil, err
-	}
 	if _, _, err := loadDemoData(ctx, pool, dir, false); err != nil {
 		return nil, err
 	}
@@ -343,6 +335,26 @@ func funcLocation(f any) string {
 
 // scratchDatabase creates a database of its own next to the one at
 // serverURL and returns its URL and a function that drops it.
+// scratchPool creates a scratch database, migrates it and connects to it;
+// drop closes the pool and drops the database.
+func scratchPool(ctx context.Context, serverURL string) (*pgxpool.Pool, func(), error) {
+	dbURL, drop, err := scratchDatabase(ctx, serverURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := store.Open(ctx, dbURL, 0)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	if _, err := store.MigrateUp(ctx, pool); err != nil {
+		pool.Close()
+		drop()
+		return nil, nil, err
+	}
+	return pool, func() { pool.Close(); drop() }, nil
+}
+
 func scratchDatabase(ctx context.Context, serverURL string) (string, func(), error) {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)

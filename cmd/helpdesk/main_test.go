@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,10 +164,48 @@ func openPool(t *testing.T, dbURL string) *pgxpool.Pool {
 	return pool
 }
 
+// startServe runs serve in the test with env and returns its API address
+// once it listens, and a stop that does what SIGTERM does and returns
+// serve's result.
+func startServe(t *testing.T, env map[string]string) (addr string, stop func() error) {
+	t.Helper()
+	cfg, err := parseServeConfig(nil, envOf(env), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, jobstest.Logger(), func(addr string) { ready <- addr }) }()
+	var once sync.Once
+	var result error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case result = <-done:
+			case <-time.After(30 * time.Second):
+				result = errors.New("serve did not stop within 30s")
+			}
+		})
+		return result
+	}
+	t.Cleanup(func() { _ = stop() })
+	select {
+	case addr = <-ready:
+		return addr, stop
+	case err := <-done:
+		t.Fatalf("serve ended before it was ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve not ready after 30s")
+	}
+	return "", nil
+}
+
 func TestServeShutsDownGracefully(t *testing.T) {
 	t.Parallel()
 
-	start := func(t *testing.T, grace string) (*jobstest.Bundle, context.CancelFunc, chan error) {
+	start := func(t *testing.T, grace string) (*jobstest.Bundle, func() error) {
 		dbURL := migratedURL(t)
 		b := jobstest.SetupOn(t, openPool(t, dbURL))
 
@@ -175,42 +215,22 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		if err := b.Sim.Set(settings); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := parseServeConfig(nil, envOf(map[string]string{
+		addr, stop := startServe(t, map[string]string{
 			"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_PROVIDER_URL": b.Sim.URL,
 			"HELPDESK_PROVIDER_TIMEOUT": "5s", "HELPDESK_SHUTDOWN_GRACE": grace,
-		}), io.Discard)
-		if err != nil {
-			t.Fatal(err)
+		})
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("healthz: %v %v", resp, err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ready := make(chan string, 1)
-		done := make(chan error, 1)
-		go func() { done <- serve(ctx, cfg, jobstest.Logger(), func(addr string) { ready <- addr }) }()
-		select {
-		case addr := <-ready:
-			resp, err := http.Get("http://" + addr + "/healthz")
-			if err != nil || resp.StatusCode != 200 {
-				t.Fatalf("healthz: %v %v", resp, err)
-			}
-			resp.Body.Close()
-		case err := <-done:
-			t.Fatalf("serve ended before it was ready: %v", err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("serve not ready after 10s")
-		}
-		return b, cancel, done
+		resp.Body.Close()
+		return b, stop
 	}
 
 	// stop does what SIGTERM does through signal.NotifyContext, and expects exit 0.
-	stop := func(t *testing.T, cancel context.CancelFunc, done chan error) {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("serve returned %v, want nil (exit 0)", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("serve did not stop")
+	stopped := func(t *testing.T, stop func() error) {
+		if err := stop(); err != nil {
+			t.Fatalf("serve returned %v, want nil (exit 0)", err)
 		}
 	}
 
@@ -220,12 +240,12 @@ func TestServeShutsDownGracefully(t *testing.T) {
 
 	t.Run("RunningJobsFinishWithinTheGracePeriod", func(t *testing.T) {
 		t.Parallel()
-		b, cancel, done := start(t, "30s")
+		b, stop := start(t, "30s")
 		q := b.NewQueue(t) // inserts only; the served queue works the job
 		_, jobID := b.OpenTicket(t, q, "Slow", "Every answer takes a second.")
 		waitRunning(t, q, jobID)
 
-		stop(t, cancel, done)
+		stopped(t, stop)
 		if s, _ := q.Get(b.Ctx, jobID); s.State != jobs.StateSucceeded {
 			t.Errorf("job is %s after shutdown, want succeeded: it was let finish", s.State)
 		}
@@ -233,12 +253,12 @@ func TestServeShutsDownGracefully(t *testing.T) {
 
 	t.Run("JobsStillRunningAfterTheGraceGoBackWithoutSpendingAnAttempt", func(t *testing.T) {
 		t.Parallel()
-		b, cancel, done := start(t, "200ms")
+		b, stop := start(t, "200ms")
 		q := b.NewQueue(t)
 		_, jobID := b.OpenTicket(t, q, "Slow", "Every answer takes a second.")
 		waitRunning(t, q, jobID)
 
-		stop(t, cancel, done)
+		stopped(t, stop)
 		s, _ := q.Get(b.Ctx, jobID)
 		if s.State != jobs.StateQueued || s.Attempt != 0 {
 			t.Errorf("job is %s at attempt %d after shutdown, want queued at attempt 0", s.State, s.Attempt)
@@ -260,25 +280,10 @@ func TestServeReceivesMailWhenAnInboundAddressIsSet(t *testing.T) {
 	}
 	inboundAddr := ln.Addr().String()
 	ln.Close()
-	cfg, err := parseServeConfig(nil, envOf(map[string]string{
+	_, stop := startServe(t, map[string]string{
 		"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_MAIL_DOMAIN": "helpdesk.example.com",
 		"HELPDESK_INBOUND_ADDR": inboundAddr,
-	}), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, jobstest.Logger(), func(addr string) { ready <- addr }) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("serve ended: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve not ready after 10s")
-	}
+	})
 
 	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "mail", "gmail_new_ticket.eml"))
 	if err != nil {
@@ -291,8 +296,7 @@ func TestServeReceivesMailWhenAnInboundAddressIsSet(t *testing.T) {
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM tickets WHERE customer_id = 'C-0001'`).Scan(&tickets); err != nil || tickets != 1 {
 		t.Errorf("%d tickets (%v), want the mail's one", tickets, err)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("serve returned %v", err)
 	}
 }
