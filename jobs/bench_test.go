@@ -177,26 +177,42 @@ func BenchmarkEmailThroughput(b *testing.B) {
 }
 
 // BenchmarkReplyLatencyUnderTriageBacklog measures how long a reply takes
-// from its commit to the fake SMTP server while 500 triage jobs wait on a
-// provider that takes 3s a call, with serve's worker counts. Replies have
-// a queue of their own, so the backlog does not stand in their way.
+// from its commit to the fake SMTP server while triage jobs wait on a
+// provider that takes 3s a call, with serve's worker counts. OwnQueue is
+// what ships: 500 triage jobs wait and replies have a queue of their own.
+// SharedQueueAsBefore puts each email job on the triage queue, as the
+// single queue did before, behind only 40 triage jobs.
 func BenchmarkReplyLatencyUnderTriageBacklog(b *testing.B) {
-	bundle := jobstest.Setup(b)
-	srv := bundle.WithSMTP(b)
-	slowProvider(b, bundle, 3*time.Second)
-	q := bundle.StartQueue(b)
-	triageBacklog(b, bundle, q, 500)
-	ticketID, _ := bundle.OpenTicket(b, q, "Hello", "Hi.")
-	var total time.Duration
-	b.ResetTimer()
-	for i := range b.N {
-		start := time.Now()
-		_, jobID := bundle.Reply(b, q, ticketID, "Hello back.")
-		jobstest.WaitFor(b, q, jobID, jobs.StateSucceeded, time.Minute)
-		total += time.Since(start)
-		if got := len(srv.Deliveries()); got != i+1 {
-			b.Fatalf("%d deliveries after %d replies", got, i+1)
+	run := func(b *testing.B, backlog int, queueOfReplies string) {
+		bundle := jobstest.Setup(b)
+		srv := bundle.WithSMTP(b)
+		slowProvider(b, bundle, 3*time.Second)
+		q := bundle.StartQueue(b)
+		triageBacklog(b, bundle, q, backlog)
+		ticketID, _ := bundle.OpenTicket(b, q, "Hello", "Hi.")
+		var total time.Duration
+		b.ResetTimer()
+		for i := range b.N {
+			start := time.Now()
+			var jobID int64
+			err := pgx.BeginFunc(bundle.Ctx, bundle.Pool, func(tx pgx.Tx) (err error) {
+				if _, jobID, err = q.CreateReplyTx(bundle.Ctx, tx, &jobs.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: "Hello back."}); err != nil {
+					return err
+				}
+				_, err = tx.Exec(bundle.Ctx, `UPDATE river_job SET queue = $2 WHERE id = $1`, jobID, queueOfReplies)
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			jobstest.WaitFor(b, q, jobID, jobs.StateSucceeded, 5*time.Minute)
+			total += time.Since(start)
+			if got := len(srv.Deliveries()); got != i+1 {
+				b.Fatalf("%d deliveries after %d replies", got, i+1)
+			}
 		}
+		b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/reply")
 	}
-	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/reply")
+	b.Run("OwnQueue", func(b *testing.B) { run(b, 500, jobs.QueueEmail) })
+	b.Run("SharedQueueAsBefore", func(b *testing.B) { run(b, 40, jobs.QueueTriage) })
 }

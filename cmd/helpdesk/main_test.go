@@ -300,3 +300,24 @@ func TestServeReceivesMailWhenAnInboundAddressIsSet(t *testing.T) {
 		t.Errorf("serve returned %v", err)
 	}
 }
+
+func TestProviderCommandShowsTheBreakerAndThePace(t *testing.T) {
+	t.Parallel()
+	dbURL := migratedURL(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	if code, out, stderr := runCmd(t, env, "provider"); code != 0 || !strings.Contains(out, "no provider called yet") {
+		t.Fatalf("exit %d, %q %q", code, out, stderr)
+	}
+	pool := openPool(t, dbURL)
+	if _, err := pool.Exec(context.Background(), `INSERT INTO providers (provider, state, failures, next_probe_at, last_error, call_interval, quota_limit, quota_remaining)
+		VALUES ('http://provider.example', 'open', 10, now() + interval '5 seconds', 'ProviderUnavailable: the provider answered 503', '1200ms', 50, 7)`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCmd(t, env, "provider")
+	for _, want := range []string{"http://provider.example", "breaker: open since", "next probe", "10 failures in a row",
+		"last error: ProviderUnavailable: the provider answered 503", "one call every 1.2s (quota 50, 7 left"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("exit %d, output %q (%q): want %q", code, out, stderr, want)
+		}
+	}
+}
