@@ -123,7 +123,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	grace := fs.setting("shutdown-grace", "HELPDESK_SHUTDOWN_GRACE", "30s", "how long running jobs may take to finish on shutdown")
 	keep := fs.setting("idempotency-retention", "HELPDESK_IDEMPOTENCY_RETENTION", "24h", "how long an Idempotency-Key replays its first answer")
 	requestTimeout := fs.setting("request-timeout", "HELPDESK_REQUEST_TIMEOUT", "15s", "how long one API request may take; then 503 and nothing is written")
-	idleTimeout := fs.setting("http-idle-timeout", "HELPDESK_HTTP_IDLE_TIMEOUT", "60s", "how long an idle keep-alive connection stays open")
+	idleTimeout := fs.setting("http-idle-timeout", "HELPDESK_HTTP_IDLE_TIMEOUT", "30s", "how long an idle keep-alive connection stays open")
 	triageTimeout := fs.setting("triage-timeout", "HELPDESK_TRIAGE_TIMEOUT", "", "how long one attempt of a triage job may run; default 3 × the provider timeout + 15s")
 	emailTimeout := fs.setting("email-timeout", "HELPDESK_EMAIL_TIMEOUT", "90s", "how long one attempt of an email job may run, every SMTP phase together")
 	rescueAfter := fs.setting("rescue-after", "HELPDESK_RESCUE_AFTER", "", "a job still running this long after it started (its process died) goes to another worker; default the longest job timeout + 30s")
