@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"helpdesk/desk"
 	"helpdesk/jobs"
 )
 
@@ -21,6 +22,7 @@ type Config struct {
 	Logger               *slog.Logger
 	Pool                 *pgxpool.Pool
 	Queue                *jobs.Queue
+	Desk                 *desk.Desk
 	IdempotencyRetention time.Duration // how long an Idempotency-Key replays; default 24h
 	// RequestTimeout bounds a request, its transaction included: past it
 	// the request's context ends, the transaction rolls back and the
@@ -40,6 +42,7 @@ type Server struct {
 	logger    *slog.Logger
 	pool      *pgxpool.Pool
 	queue     *jobs.Queue
+	desk      *desk.Desk
 	retention time.Duration
 	timeout   time.Duration
 	limiter   *keyLimiter
@@ -48,7 +51,7 @@ type Server struct {
 
 // New returns the API.
 func New(config Config) *Server {
-	s := &Server{logger: config.Logger, pool: config.Pool, queue: config.Queue, retention: config.IdempotencyRetention,
+	s := &Server{logger: config.Logger, pool: config.Pool, queue: config.Queue, desk: config.Desk, retention: config.IdempotencyRetention,
 		timeout: config.RequestTimeout, mux: http.NewServeMux()}
 	if s.logger == nil {
 		s.logger = slog.Default()

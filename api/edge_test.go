@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"helpdesk/api"
+	"helpdesk/desk"
 	"helpdesk/faulttest"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/store"
@@ -187,7 +188,7 @@ func serveThroughProxy(t *testing.T, requestTimeout time.Duration) (*intakeBundl
 	}
 	t.Cleanup(pool.Close)
 	t.Cleanup(proxy.Close) // first: a frozen proxy would hold the pool's goodbyes
-	srv := httptest.NewServer(api.New(api.Config{Logger: jobstest.Logger(), Pool: pool, Queue: b.queue, RequestTimeout: requestTimeout,
+	srv := httptest.NewServer(api.New(api.Config{Logger: jobstest.Logger(), Pool: pool, Queue: b.queue, Desk: desk.New(pool, b.queue, b.DeskConfig), RequestTimeout: requestTimeout,
 		RatePerKey: 1e6, BurstPerKey: 1e6}))
 	t.Cleanup(srv.Close)
 	b.url = srv.URL

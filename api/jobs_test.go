@@ -42,7 +42,7 @@ func serveAPI(t testing.TB, b *jobstest.Bundle, q *jobs.Queue, retention time.Du
 // unless config says otherwise.
 func serveAPIWith(t testing.TB, b *jobstest.Bundle, q *jobs.Queue, config api.Config) *apiBundle {
 	t.Helper()
-	config.Logger, config.Pool, config.Queue = jobstest.Logger(), b.Pool, q
+	config.Logger, config.Pool, config.Queue, config.Desk = jobstest.Logger(), b.Pool, q, b.Desk(q)
 	if config.RatePerKey == 0 {
 		config.RatePerKey, config.BurstPerKey = 1e6, 1e6
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"helpdesk/jobs"
+	"helpdesk/desk"
 	"helpdesk/mail"
 	"helpdesk/store"
 )
@@ -63,8 +63,8 @@ func (s *Server) createReply(w http.ResponseWriter, r *http.Request, who Actor) 
 		Ticket string `json:"ticket"`
 		createReplyRequest
 	}{ticketID, req}, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
-		msg, jobID, err := s.queue.CreateReplyTx(ctx, tx, &jobs.ReplyParams{TicketID: ticketID, Author: who.String(), Body: req.Body, Cc: cc})
-		if errors.Is(err, jobs.ErrNoRelay) {
+		msg, jobID, err := s.desk.CreateReplyTx(ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: who.String(), Body: req.Body, Cc: cc})
+		if errors.Is(err, desk.ErrNoRelay) {
 			return 0, nil, &Error{Status: http.StatusServiceUnavailable, Code: "email_not_configured", Message: err.Error()}
 		}
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/store"
 )
@@ -79,7 +80,7 @@ func (s *Server) createTicket(w http.ResponseWriter, r *http.Request, who Actor)
 		} else if err != nil {
 			return 0, nil, err
 		}
-		ticket, jobID, err := s.queue.OpenTicketTx(ctx, tx, &jobs.OpenTicketParams{
+		ticket, jobID, err := s.desk.OpenTicketTx(ctx, tx, &desk.OpenTicketParams{
 			CustomerID: req.CustomerID, Subject: req.Subject, Body: req.Body, Author: who.String(),
 		})
 		if err != nil {

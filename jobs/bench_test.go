@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail/smtptest"
@@ -160,7 +161,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		ticketID, _ := bundle.OpenTicket(b, q, "Hello", "Hi.")
 		err := pgx.BeginFunc(bundle.Ctx, bundle.Pool, func(tx pgx.Tx) error {
 			for range b.N {
-				if _, _, err := q.CreateReplyTx(bundle.Ctx, tx, &jobs.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: "Hello back."}); err != nil {
+				if _, _, err := bundle.Desk(q).CreateReplyTx(bundle.Ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: "Hello back."}); err != nil {
 					return err
 				}
 			}
@@ -196,7 +197,7 @@ func BenchmarkReplyLatencyUnderTriageBacklog(b *testing.B) {
 			start := time.Now()
 			var jobID int64
 			err := pgx.BeginFunc(bundle.Ctx, bundle.Pool, func(tx pgx.Tx) (err error) {
-				if _, jobID, err = q.CreateReplyTx(bundle.Ctx, tx, &jobs.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: "Hello back."}); err != nil {
+				if _, jobID, err = bundle.Desk(q).CreateReplyTx(bundle.Ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: "Hello back."}); err != nil {
 					return err
 				}
 				_, err = tx.Exec(bundle.Ctx, `UPDATE river_job SET queue = $2 WHERE id = $1`, jobID, queueOfReplies)

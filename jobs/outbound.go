@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,63 +22,6 @@ type EmailArgs struct {
 
 // Kind is River's name for the job.
 func (EmailArgs) Kind() string { return "email_outbound" }
-
-// ErrNoRelay is returned for a reply when no SMTP relay is configured.
-var ErrNoRelay = errors.New("outbound email is not configured")
-
-// ReplyParams are an agent's reply to a ticket.
-type ReplyParams struct {
-	TicketID string
-	Author   string // agent:NAME
-	Body     string
-	Cc       []*mail.Address
-}
-
-// CreateReplyTx writes, in the caller's transaction, the outbound message
-// with its Message-ID minted now (and never again), its delivery with one
-// row per recipient, and its email_outbound job.
-func (q *Queue) CreateReplyTx(ctx context.Context, tx pgx.Tx, p *ReplyParams) (*store.Message, int64, error) {
-	if q.config.Relay == nil {
-		return nil, 0, ErrNoRelay // no worker would ever send it
-	}
-	st := store.New(tx)
-	ticket, err := st.GetTicket(ctx, p.TicketID)
-	if err != nil {
-		return nil, 0, err
-	}
-	customer, err := st.GetCustomer(ctx, ticket.CustomerID)
-	if err != nil {
-		return nil, 0, err
-	}
-	id := mail.NewMessageID(q.config.MailDomain)
-	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{
-		TicketID: ticket.ID, Direction: store.DirectionOutbound, Author: p.Author, Body: p.Body, EmailMessageID: &id,
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	recipients := []store.Recipient{{Address: customer.Email, Kind: "to"}}
-	seen := map[string]bool{strings.ToLower(customer.Email): true}
-	for _, cc := range p.Cc {
-		if !seen[strings.ToLower(cc.Address)] {
-			seen[strings.ToLower(cc.Address)] = true
-			recipients = append(recipients, store.Recipient{Address: cc.Address, Kind: "cc"})
-		}
-	}
-	if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{
-		MessageID: msg.ID, FromAddress: q.config.From.String(), Recipients: recipients,
-	}); err != nil {
-		return nil, 0, err
-	}
-	res, err := q.Client.InsertTx(ctx, tx, EmailArgs{MessageID: msg.ID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
-	if err != nil {
-		return nil, 0, fmt.Errorf("enqueue email %d: %w", msg.ID, err)
-	}
-	if err := st.SetOutboundJob(ctx, msg.ID, res.Job.ID); err != nil {
-		return nil, 0, err
-	}
-	return msg, res.Job.ID, nil
-}
 
 // EmailWorker delivers an outbound message. It renders the mail once and
 // keeps the bytes before the first send; every retry sends those bytes, the

@@ -14,9 +14,9 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"helpdesk/desk"
 	"helpdesk/jobs/provider"
 	"helpdesk/mail"
-	"helpdesk/store"
 )
 
 // Config is what the queue needs; zero durations and counts take the defaults.
@@ -27,6 +27,14 @@ type Config struct {
 	TriageBackoff     Backoff // default base 2s, cap 60s
 	TriageMaxAttempts int     // default 5; then the job is a dead letter
 	Breaker           BreakerConfig
+	// AutoAssign gives a ticket, once triage chose its team, to the team's
+	// least busy agent, in the transaction of the classify result.
+	AutoAssign bool
+	// AutocloseAfter is how long a solved ticket stays solved before a
+	// periodic job closes it; default 168h. Now is that job's clock; nil
+	// is time.Now.
+	AutocloseAfter time.Duration
+	Now            func() time.Time
 
 	// Jobs worked at once by this process, per queue: replies never wait
 	// behind triage.
@@ -38,8 +46,6 @@ type Config struct {
 	IdempotencyRetention time.Duration
 
 	// Outbound email. Without a Relay, replies are refused (ErrNoRelay).
-	MailDomain   string        // Message-IDs are minted on it; default helpdesk.localhost
-	From         *mail.Address // the From of every reply; default Support <support@MailDomain>
 	Relay        *mail.Relay
 	EmailBackoff Backoff // default base 5s, cap 15m
 	// EmailMaxAttempts bounds the attempts spent on errors that concern the
@@ -86,14 +92,14 @@ func (c *Config) setDefaults() {
 	if c.EmailWorkers <= 0 {
 		c.EmailWorkers = 20
 	}
+	if c.AutocloseAfter <= 0 {
+		c.AutocloseAfter = 168 * time.Hour
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.IdempotencyRetention <= 0 {
 		c.IdempotencyRetention = 24 * time.Hour
-	}
-	if c.MailDomain == "" {
-		c.MailDomain = "helpdesk.localhost"
-	}
-	if c.From == nil && c.Relay != nil {
-		c.From = &mail.Address{Name: "Support", Address: "support@" + c.MailDomain}
 	}
 	if c.EmailBackoff.Base <= 0 {
 		c.EmailBackoff.Base = 5 * time.Second
@@ -137,9 +143,19 @@ const (
 type Queue struct {
 	Client *river.Client[pgx.Tx]
 
-	pool   *pgxpool.Pool
-	config Config
-	triage *TriageWorker
+	pool      *pgxpool.Pool
+	config    Config
+	triage    *TriageWorker
+	autoclose *AutocloseWorker
+}
+
+// Autoclose runs the periodic autoclose job's work now, by the queue's
+// clock; for tests and tools.
+func (q *Queue) Autoclose(ctx context.Context) error {
+	if q.autoclose == nil {
+		return errors.New("jobs: a queue without a provider runs no periodic jobs")
+	}
+	return q.autoclose.Work(ctx, nil)
 }
 
 // New builds the queue. It works jobs only after Start.
@@ -160,7 +176,7 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 	)
 	if config.Provider != nil {
 		q.triage = &TriageWorker{pool: pool, provider: config.Provider, backoff: config.TriageBackoff, logger: config.Logger,
-			timeout: config.TriageTimeout, gate: &providerGate{pool: pool, name: config.Provider.Name(), breaker: config.Breaker,
+			timeout: config.TriageTimeout, autoAssign: config.AutoAssign, gate: &providerGate{pool: pool, name: config.Provider.Name(), breaker: config.Breaker,
 				lease: config.Provider.Timeout() + 5*time.Second, logger: config.Logger}}
 		workers = river.NewWorkers()
 		if err := river.AddWorkerSafely(workers, q.triage); err != nil {
@@ -168,6 +184,10 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 		}
 		if err := river.AddWorkerSafely(workers, &pruneWorker{pool: pool, retention: config.IdempotencyRetention, logger: config.Logger}); err != nil {
 			return nil, fmt.Errorf("register prune worker: %w", err)
+		}
+		q.autoclose = &AutocloseWorker{pool: pool, after: config.AutocloseAfter, now: config.Now, logger: config.Logger}
+		if err := river.AddWorkerSafely(workers, q.autoclose); err != nil {
+			return nil, fmt.Errorf("register autoclose worker: %w", err)
 		}
 		if config.Relay != nil {
 			if err := river.AddWorkerSafely(workers, &EmailWorker{pool: pool, relay: config.Relay,
@@ -183,7 +203,7 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 			// Jobs that a process of an older version inserts during an upgrade.
 			river.QueueDefault: {MaxWorkers: 2},
 		}
-		periodic = []*river.PeriodicJob{pruneSchedule(config.IdempotencyRetention)}
+		periodic = []*river.PeriodicJob{pruneSchedule(config.IdempotencyRetention), autocloseSchedule(config.AutocloseAfter)}
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:               config.Logger,
@@ -229,111 +249,26 @@ func (q *Queue) Stop(ctx context.Context) error {
 	return nil
 }
 
-// OpenTicketParams are a new ticket and its first message.
-type OpenTicketParams struct {
-	CustomerID string
-	Subject    string
-	Body       string
-	Author     string // who wrote the first message; default the customer
-
-	// EmailMessageID is the first message's Message-ID when the ticket came
-	// by email; empty mints a synthetic thread root.
-	EmailMessageID string
-	Attachments    any    // the email's attachments' metadata
-	Automatic      bool   // an auto-reply or bulk mail: stored, not triaged
-	RawEmail       []byte // the email as it arrived
-}
-
-// OpenTicket writes a ticket, its first message and its triage job in one
-// transaction: all of them exist afterwards, or none.
-func (q *Queue) OpenTicket(ctx context.Context, p *OpenTicketParams) (ticket *store.Ticket, jobID int64, err error) {
-	err = pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
-		ticket, jobID, err = q.OpenTicketTx(ctx, tx, p)
-		return err
-	})
-	return ticket, jobID, err
-}
-
-// OpenTicketTx is OpenTicket in the caller's transaction.
-func (q *Queue) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams) (*store.Ticket, int64, error) {
-	st := store.New(tx)
-	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: p.CustomerID, Subject: p.Subject})
-	if err != nil {
-		return nil, 0, fmt.Errorf("open ticket: %w", err)
-	}
-	author := p.Author
-	if author == "" {
-		author = "customer:" + p.CustomerID
-	}
-	// The first message stands for the thread's root: a ticket that did not
-	// come by email gets a synthetic Message-ID that every reply references.
-	root := p.EmailMessageID
-	if root == "" {
-		root = mail.NewRootMessageID(q.config.MailDomain, ticket.ID)
-	}
-	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{
-		TicketID: ticket.ID, Direction: store.DirectionInbound, Author: author, Body: p.Body, EmailMessageID: &root,
-		Attachments: p.Attachments, AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
-	}); err != nil {
-		return nil, 0, fmt.Errorf("open ticket: %w", err)
-	}
-	if p.Automatic {
-		return ticket, 0, nil
-	}
-	jobID, err := q.retriageTx(ctx, tx, ticket.ID)
-	if err != nil {
-		return nil, 0, fmt.Errorf("open ticket: %w", err)
-	}
-	ticket.TriageJobID = &jobID
-	return ticket, jobID, nil
-}
-
-// CustomerMessageParams are a customer's new message on an open ticket.
-type CustomerMessageParams struct {
-	TicketID       string
-	Author         string
-	Body           string
-	EmailMessageID string
-	Attachments    any
-	Automatic      bool   // an auto-reply or bulk mail: stored, not triaged
-	RawEmail       []byte // the email as it arrived
-}
-
-// AddCustomerMessageTx stores a customer's message on a ticket and, unless
-// a machine sent it, triages the ticket again, in the caller's transaction.
-func (q *Queue) AddCustomerMessageTx(ctx context.Context, tx pgx.Tx, p *CustomerMessageParams) (*store.Message, error) {
-	msg, err := store.New(tx).InsertMessage(ctx, &store.InsertMessageParams{
-		TicketID: p.TicketID, Direction: store.DirectionInbound, Author: p.Author, Body: p.Body,
-		EmailMessageID: &p.EmailMessageID, Attachments: p.Attachments, AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if !p.Automatic {
-		if _, err := q.retriageTx(ctx, tx, p.TicketID); err != nil {
-			return nil, err
-		}
-	}
-	return msg, nil
-}
-
-// retriageTx enqueues a triage job for the ticket and records it as the ticket's.
-func (q *Queue) retriageTx(ctx context.Context, tx pgx.Tx, ticketID string) (int64, error) {
-	jobID, err := q.EnqueueTriageTx(ctx, tx, ticketID)
-	if err != nil {
-		return 0, err
-	}
-	if err := store.New(tx).SetTicketTriageJob(ctx, ticketID, jobID); err != nil {
-		return 0, err
-	}
-	return jobID, nil
-}
-
-// EnqueueTriageTx inserts a triage job for the ticket in the caller's transaction.
+// EnqueueTriageTx inserts a triage job for the ticket in the caller's
+// transaction; desk calls it.
 func (q *Queue) EnqueueTriageTx(ctx context.Context, tx pgx.Tx, ticketID string) (int64, error) {
 	res, err := q.Client.InsertTx(ctx, tx, TriageArgs{TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts, Queue: QueueTriage})
 	if err != nil {
 		return 0, fmt.Errorf("enqueue triage of %s: %w", ticketID, err)
+	}
+	return res.Job.ID, nil
+}
+
+// EnqueueEmailTx inserts the job that delivers an outbound message, in the
+// caller's transaction; desk calls it. Without a relay nothing would send
+// it: desk.ErrNoRelay.
+func (q *Queue) EnqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64) (int64, error) {
+	if q.config.Relay == nil {
+		return 0, desk.ErrNoRelay
+	}
+	res, err := q.Client.InsertTx(ctx, tx, EmailArgs{MessageID: messageID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
+	if err != nil {
+		return 0, fmt.Errorf("enqueue email %d: %w", messageID, err)
 	}
 	return res.Job.ID, nil
 }

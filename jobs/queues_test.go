@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/jobs/provider/simulator"
@@ -22,7 +23,7 @@ func triageBacklog(tb testing.TB, b *jobstest.Bundle, q *jobs.Queue, n int) {
 	}
 	err := pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
 		for range n {
-			if _, _, err := q.OpenTicketTx(b.Ctx, tx, &jobs.OpenTicketParams{CustomerID: "C-0900", Subject: "Waiting", Body: "Slow."}); err != nil {
+			if _, _, err := b.Desk(q).OpenTicketTx(b.Ctx, tx, &desk.OpenTicketParams{CustomerID: "C-0900", Subject: "Waiting", Body: "Slow."}); err != nil {
 				return err
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"helpdesk/desk"
 	"helpdesk/jobs/provider"
 	"helpdesk/store"
 )
@@ -52,9 +53,11 @@ type TriageWorker struct {
 	pool     *pgxpool.Pool
 	provider *provider.Client
 	gate     *providerGate
-	backoff  Backoff
-	logger   *slog.Logger
-	timeout  time.Duration
+	// autoAssign gives the ticket to its team's least busy agent with the classify result.
+	autoAssign bool
+	backoff    Backoff
+	logger     *slog.Logger
+	timeout    time.Duration
 
 	// Test seams, nil in production: called after a step's provider call and
 	// after its save. Returning an error stops Work there, as a crash would.
@@ -74,7 +77,10 @@ func (w *TriageWorker) NextRetry(job *river.Job[TriageArgs]) time.Time {
 type stepResult struct {
 	output string
 	call   provider.Call
-	apply  func(ctx context.Context, st *store.Store, ticketID string) error
+	apply  func(ctx context.Context, st *store.Store, ticketID string, jobID int64) error
+	// assignTeam, after classify: the team whose least busy agent gets the
+	// ticket, in the same transaction, when auto-assignment is on.
+	assignTeam string
 }
 
 // Work runs the steps the job has no result for yet.
@@ -91,13 +97,9 @@ func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) err
 	if err != nil {
 		return err
 	}
-	body, err := customerText(ctx, st, ticket.ID)
+	pt, err := w.groundTicket(ctx, st, ticket)
 	if err != nil {
 		return err
-	}
-	pt := provider.Ticket{ID: ticket.ID, Subject: ticket.Subject, Body: body}
-	if ticket.Team != nil {
-		pt.Team = *ticket.Team
 	}
 
 	for i, task := range TriageTasks {
@@ -114,7 +116,7 @@ func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) err
 			w.logger.DebugContext(ctx, "triage: waiting for the provider", slog.Int64("job_id", job.ID), slog.Duration("wait", wait))
 			return river.JobSnooze(jitter(w.backoff, wait))
 		}
-		result, call, err := w.runStep(ctx, task, &pt)
+		result, call, err := w.runStep(ctx, task, pt)
 		state, gateErr := w.gate.after(ctx, pass, call, err)
 		if gateErr != nil {
 			return gateErr
@@ -161,16 +163,16 @@ func (w *TriageWorker) runStep(ctx context.Context, task string, pt *provider.Ti
 		}
 		pt.Team = c.Team // the draft that follows is written for this team
 		out, _ := json.Marshal(c)
-		return stepResult{output: string(out), call: call, apply: func(ctx context.Context, st *store.Store, id string) error {
+		return stepResult{output: string(out), call: call, apply: func(ctx context.Context, st *store.Store, id string, jobID int64) error {
 			return st.SetTicketClassification(ctx, id, c.Team, c.Priority)
-		}}, call, nil
+		}, assignTeam: c.Team}, call, nil
 	case TaskDraftReply:
 		draft, call, err := w.provider.DraftReply(ctx, *pt)
 		if err != nil {
 			return stepResult{}, call, err
 		}
-		return stepResult{output: draft, call: call, apply: func(ctx context.Context, st *store.Store, id string) error {
-			return st.SetTicketDraftReply(ctx, id, draft)
+		return stepResult{output: draft, call: call, apply: func(ctx context.Context, st *store.Store, id string, jobID int64) error {
+			return st.SetTicketDraftReply(ctx, id, draft, jobID)
 		}}, call, nil
 	case TaskEmbed:
 		vec, call, err := w.provider.Embed(ctx, *pt)
@@ -178,7 +180,7 @@ func (w *TriageWorker) runStep(ctx context.Context, task string, pt *provider.Ti
 			return stepResult{}, call, err
 		}
 		return stepResult{output: fmt.Sprintf("vector %s, %d dimensions", call.Model, len(vec)), call: call,
-			apply: func(ctx context.Context, st *store.Store, id string) error {
+			apply: func(ctx context.Context, st *store.Store, id string, jobID int64) error {
 				return st.SetTicketEmbedding(ctx, id, vec)
 			}}, call, nil
 	}
@@ -214,8 +216,13 @@ func (w *TriageWorker) save(ctx context.Context, job *river.Job[TriageArgs], tas
 			return err
 		}
 		if inserted {
-			if err := r.apply(ctx, st, job.Args.TicketID); err != nil {
+			if err := r.apply(ctx, st, job.Args.TicketID, job.ID); err != nil {
 				return err
+			}
+			if r.assignTeam != "" && w.autoAssign {
+				if _, err := desk.AssignTx(ctx, tx, job.Args.TicketID, r.assignTeam); err != nil {
+					return err
+				}
 			}
 		}
 		if last {
@@ -266,17 +273,50 @@ func snoozes(metadata []byte) int {
 	return m.Snoozes
 }
 
-// customerText is what the customer wrote on the ticket, oldest first, cut
-// to maxPromptBytes from the front.
-func customerText(ctx context.Context, st *store.Store, ticketID string) (string, error) {
-	// Each message is at most 64 KiB, so the newest few always fill the prompt.
-	parts, err := st.NewestInboundBodies(ctx, ticketID, 16)
+// Bounds of what a prompt carries of the conversation: the newest text
+// matters most, so the oldest is dropped.
+const (
+	maxPromptMessages = 16
+	maxPromptReplies  = 4
+)
+
+// groundTicket is what the provider is told: the subject, the customer's
+// name, what the customer wrote (newest last) and what agents answered,
+// each bounded, and the teams there are.
+func (w *TriageWorker) groundTicket(ctx context.Context, st *store.Store, ticket *store.Ticket) (*provider.Ticket, error) {
+	pt := &provider.Ticket{ID: ticket.ID, Subject: ticket.Subject}
+	if ticket.Team != nil {
+		pt.Team = *ticket.Team
+	}
+	customer, err := st.GetCustomer(ctx, ticket.CustomerID)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	text := strings.Join(parts, "\n\n")
-	if len(text) > maxPromptBytes {
-		text = strings.ToValidUTF8(text[len(text)-maxPromptBytes:], "")
+	pt.CustomerName = customer.Name
+	if pt.Messages, err = st.NewestBodies(ctx, ticket.ID, store.DirectionInbound, maxPromptMessages); err != nil {
+		return nil, err
 	}
-	return text, nil
+	if pt.AgentReplies, err = st.NewestBodies(ctx, ticket.ID, store.DirectionOutbound, maxPromptReplies); err != nil {
+		return nil, err
+	}
+	pt.Messages = keepNewest(pt.Messages, maxPromptBytes)
+	pt.AgentReplies = keepNewest(pt.AgentReplies, maxPromptBytes/4)
+	if pt.Teams, err = st.Teams(ctx); err != nil {
+		return nil, err
+	}
+	return pt, nil
+}
+
+// keepNewest drops the oldest texts, and cuts the oldest one kept from the
+// front, so that the texts together fit in limit bytes.
+func keepNewest(texts []string, limit int) []string {
+	total := 0
+	for i := len(texts) - 1; i >= 0; i-- {
+		if total+len(texts[i]) > limit {
+			cut := texts[i][len(texts[i])-(limit-total):]
+			return append([]string{strings.ToValidUTF8(cut, "")}, texts[i+1:]...)
+		}
+		total += len(texts[i])
+	}
+	return texts
 }

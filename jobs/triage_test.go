@@ -44,7 +44,7 @@ func TestTriage(t *testing.T) {
 		if *ticket.Team != "billing" || *ticket.Priority != 1 {
 			t.Errorf("classified as %s/%d, want billing/1", *ticket.Team, *ticket.Priority)
 		}
-		if !strings.Contains(*ticket.DraftReply, `"Charged twice"`) || !strings.Contains(*ticket.DraftReply, "billing team") {
+		if !strings.Contains(*ticket.DraftReply, "Dear Ada Customer") || !strings.Contains(*ticket.DraftReply, "invoice 1234") || !strings.Contains(*ticket.DraftReply, "billing team") {
 			t.Errorf("draft %q does not answer the ticket", *ticket.DraftReply)
 		}
 		if calls := b.Sim.Calls(ticketID); jobstest.TotalCalls(calls) != 3 {

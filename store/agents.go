@@ -4,24 +4,32 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Agent is a support agent.
 type Agent struct {
-	Name        string // the NAME of agent:NAME
-	DisplayName string
-	Email       string
-	CreatedAt   time.Time
+	Name        string     `json:"name"` // the NAME of agent:NAME
+	DisplayName string     `json:"display_name"`
+	Email       string     `json:"email"`
+	Teams       []string   `json:"teams"`
+	DisabledAt  *time.Time `json:"disabled_at"`
+	CreatedAt   time.Time  `json:"created_at"`
 }
+
+// Active reports whether the agent may work: not disabled.
+func (a *Agent) Active() bool { return a.DisabledAt == nil }
 
 // UpsertAgentParams are an agent's fields.
 type UpsertAgentParams struct {
 	Name        string
 	DisplayName string
 	Email       string
+	Teams       []string // nil leaves the agent's teams as they are
 }
 
-// UpsertAgent adds the agent, or updates its name and email.
+// UpsertAgent adds the agent, or updates its name, email and teams.
 func (s *Store) UpsertAgent(ctx context.Context, p *UpsertAgentParams) error {
 	_, err := s.db.Exec(ctx,
 		`INSERT INTO agents (name, display_name, email) VALUES ($1, $2, $3)
@@ -30,16 +38,109 @@ func (s *Store) UpsertAgent(ctx context.Context, p *UpsertAgentParams) error {
 	if err != nil {
 		return fmt.Errorf("upsert agent %s: %w", p.Name, interpretError(err))
 	}
+	if p.Teams == nil {
+		return nil
+	}
+	if _, err := s.db.Exec(ctx, `DELETE FROM agent_teams WHERE agent = $1 AND NOT team = ANY($2)`, p.Name, p.Teams); err != nil {
+		return fmt.Errorf("teams of agent %s: %w", p.Name, err)
+	}
+	if _, err := s.db.Exec(ctx, `INSERT INTO agent_teams (agent, team) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`,
+		p.Name, p.Teams); err != nil {
+		return fmt.Errorf("teams of agent %s: %w", p.Name, interpretError(err))
+	}
 	return nil
+}
+
+const agentColumns = `a.name, a.display_name, a.email, a.disabled_at, a.created_at,
+	ARRAY(SELECT team FROM agent_teams t WHERE t.agent = a.name ORDER BY team)`
+
+func scanAgent(row pgx.Row) (*Agent, error) {
+	var a Agent
+	if err := row.Scan(&a.Name, &a.DisplayName, &a.Email, &a.DisabledAt, &a.CreatedAt, &a.Teams); err != nil {
+		return nil, interpretError(err)
+	}
+	return &a, nil
 }
 
 // GetAgent returns the agent with the given name, or ErrNotFound.
 func (s *Store) GetAgent(ctx context.Context, name string) (*Agent, error) {
-	var a Agent
-	err := s.db.QueryRow(ctx, `SELECT name, display_name, email, created_at FROM agents WHERE name = $1`, name).
-		Scan(&a.Name, &a.DisplayName, &a.Email, &a.CreatedAt)
+	a, err := scanAgent(s.db.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents a WHERE a.name = $1`, name))
 	if err != nil {
-		return nil, fmt.Errorf("get agent %s: %w", name, interpretError(err))
+		return nil, fmt.Errorf("get agent %s: %w", name, err)
 	}
-	return &a, nil
+	return a, nil
+}
+
+// ListAgents returns every agent, by name.
+func (s *Store) ListAgents(ctx context.Context) ([]*Agent, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+agentColumns+` FROM agents a ORDER BY a.name`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Agent, error) { return scanAgent(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return list, nil
+}
+
+// DisableAgent stops the agent working: its keys answer 401 from the next
+// request, and assignment passes it by. ErrNotFound for an unknown agent.
+func (s *Store) DisableAgent(ctx context.Context, name string) error {
+	tag, err := s.db.Exec(ctx, `UPDATE agents SET disabled_at = coalesce(disabled_at, now()) WHERE name = $1`, name)
+	if err != nil {
+		return fmt.Errorf("disable agent %s: %w", name, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("agent %s: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
+// Teams returns the teams that exist: those of active agents.
+func (s *Store) Teams(ctx context.Context) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT t.team FROM agent_teams t JOIN agents a ON a.name = t.agent
+		WHERE a.disabled_at IS NULL ORDER BY t.team`)
+	if err != nil {
+		return nil, fmt.Errorf("teams: %w", err)
+	}
+	teams, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("teams: %w", err)
+	}
+	return teams, nil
+}
+
+// AssignToTeam gives the ticket, if it has no assignee, to the active
+// agent of the team with the fewest open and pending tickets (ties: the
+// one assigned least recently), and returns that agent's name; "" when
+// nobody was assigned. Assignments to one team are serialized by a lock on
+// the team for the rest of the caller's transaction, so that concurrent
+// triage jobs see each other's counts.
+func (s *Store) AssignToTeam(ctx context.Context, ticketID, team string) (string, error) {
+	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('helpdesk.assign.' || $1))`, team); err != nil {
+		return "", fmt.Errorf("assign %s: %w", ticketID, err)
+	}
+	var agent *string
+	err := s.db.QueryRow(ctx, `WITH pick AS (
+			SELECT a.name FROM agents a JOIN agent_teams t ON t.agent = a.name
+			WHERE t.team = $2 AND a.disabled_at IS NULL
+			ORDER BY (SELECT count(*) FROM tickets k WHERE k.assignee = a.name AND k.status IN ('open', 'pending')),
+			         a.last_assigned_at NULLS FIRST, a.name
+			LIMIT 1
+		), assigned AS (
+			UPDATE tickets SET assignee = (SELECT name FROM pick), updated_at = now()
+			WHERE id = $1 AND assignee IS NULL AND EXISTS (SELECT 1 FROM pick)
+			RETURNING assignee
+		), touched AS (
+			UPDATE agents SET last_assigned_at = clock_timestamp() WHERE name = (SELECT assignee FROM assigned)
+		)
+		SELECT (SELECT assignee FROM assigned)`, ticketID, team).Scan(&agent)
+	if err != nil {
+		return "", fmt.Errorf("assign %s: %w", ticketID, err)
+	}
+	if agent == nil {
+		return "", nil
+	}
+	return *agent, nil
 }

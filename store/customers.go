@@ -84,3 +84,16 @@ func (s *Store) InsertCustomerByEmail(ctx context.Context, email, name string) (
 	}
 	return c, nil
 }
+
+// ListCustomers returns customers by id, a page at a time after afterID.
+func (s *Store) ListCustomers(ctx context.Context, afterID string, limit int) ([]*Customer, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+customerColumns+` FROM customers WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list customers: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Customer, error) { return scanCustomer(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list customers: %w", err)
+	}
+	return list, nil
+}

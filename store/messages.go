@@ -238,21 +238,22 @@ func (s *Store) IsTicketParticipant(ctx context.Context, ticketID, address strin
 	return ok, nil
 }
 
-// NewestInboundBodies returns the bodies of the ticket's newest inbound
-// messages, at most limit of them, oldest first: what the customer said
-// lately, read through the (ticket_id, created_at, id) index however long
+// NewestBodies returns the bodies of the ticket's newest messages in one
+// direction (inbound: what the customer said lately, machines' mail left
+// out; outbound: what agents answered), at most limit of them, oldest
+// first, read through the (ticket_id, created_at, id) index however long
 // the ticket is.
-func (s *Store) NewestInboundBodies(ctx context.Context, ticketID string, limit int) ([]string, error) {
+func (s *Store) NewestBodies(ctx context.Context, ticketID, direction string, limit int) ([]string, error) {
 	rows, err := s.db.Query(ctx, `SELECT body FROM (
-			SELECT body, created_at, id FROM messages WHERE ticket_id = $1 AND direction = 'inbound'
+			SELECT body, created_at, id FROM messages WHERE ticket_id = $1 AND direction = $3 AND NOT auto_submitted
 			ORDER BY created_at DESC, id DESC LIMIT $2) newest
-		ORDER BY created_at, id`, ticketID, limit)
+		ORDER BY created_at, id`, ticketID, limit, direction)
 	if err != nil {
-		return nil, fmt.Errorf("inbound messages of %s: %w", ticketID, err)
+		return nil, fmt.Errorf("%s messages of %s: %w", direction, ticketID, err)
 	}
 	bodies, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("inbound messages of %s: %w", ticketID, err)
+		return nil, fmt.Errorf("%s messages of %s: %w", direction, ticketID, err)
 	}
 	return bodies, nil
 }

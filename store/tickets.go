@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,23 +23,48 @@ type Ticket struct {
 	TriageJobID *int64 // the River job that triages the ticket
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+
+	Assignee              *string // the agent's name
+	FollowUpOf            *string // the closed ticket this one follows
+	FirstResponseAt       *time.Time
+	LastCustomerMessageAt *time.Time
+	DraftWrittenAt        *time.Time
+	DraftJobID            *int64 // the triage job that wrote the draft
+	SolvedAt              *time.Time
 }
+
+// DraftIsCurrent reports whether the draft answers everything the customer
+// wrote: the ticket's current triage job wrote it.
+func (t *Ticket) DraftIsCurrent() bool {
+	return t.DraftReply != nil && t.DraftJobID != nil && t.TriageJobID != nil && *t.DraftJobID == *t.TriageJobID
+}
+
+// The ticket statuses, in the order of a ticket's life.
+const (
+	StatusOpen    = "open"    // the customer waits for us
+	StatusPending = "pending" // an agent replied; we wait for the customer
+	StatusSolved  = "solved"  // closes by itself after a while unless the customer writes
+	StatusClosed  = "closed"  // done; a customer message opens a follow-up ticket
+)
 
 // InsertTicketParams are the fields of a new ticket.
 type InsertTicketParams struct {
 	CustomerID string
 	Subject    string
+	FollowUpOf string // the closed ticket this one follows, if any
 }
 
 // TicketStatuses are the values of Ticket.Status.
 var TicketStatuses = []string{"open", "pending", "solved", "closed"}
 
-const ticketColumns = `id, customer_id, subject, status, team, priority, draft_reply, embedding, triage_job_id, created_at, updated_at`
+const ticketColumns = `id, customer_id, subject, status, team, priority, draft_reply, embedding, triage_job_id, created_at, updated_at,
+	assignee, follow_up_of, first_response_at, last_customer_message_at, draft_written_at, draft_job_id, solved_at`
 
 func scanTicket(row pgx.Row) (*Ticket, error) {
 	var t Ticket
 	if err := row.Scan(&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
-		&t.DraftReply, &t.Embedding, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt); err != nil {
+		&t.DraftReply, &t.Embedding, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
+		&t.Assignee, &t.FollowUpOf, &t.FirstResponseAt, &t.LastCustomerMessageAt, &t.DraftWrittenAt, &t.DraftJobID, &t.SolvedAt); err != nil {
 		return nil, interpretError(err)
 	}
 	return &t, nil
@@ -46,8 +73,8 @@ func scanTicket(row pgx.Row) (*Ticket, error) {
 // InsertTicket opens a ticket and numbers it; an unknown customer is ErrConflict.
 func (s *Store) InsertTicket(ctx context.Context, p *InsertTicketParams) (*Ticket, error) {
 	t, err := scanTicket(s.db.QueryRow(ctx,
-		`INSERT INTO tickets (customer_id, subject) VALUES ($1, $2) RETURNING `+ticketColumns,
-		p.CustomerID, p.Subject))
+		`INSERT INTO tickets (customer_id, subject, follow_up_of) VALUES ($1, $2, $3) RETURNING `+ticketColumns,
+		p.CustomerID, p.Subject, nullIfEmpty(p.FollowUpOf)))
 	if err != nil {
 		return nil, fmt.Errorf("insert ticket for %s: %w", p.CustomerID, err)
 	}
@@ -68,10 +95,13 @@ func (s *Store) SetTicketTriageJob(ctx context.Context, id string, jobID int64) 
 	return s.updateTicket(ctx, id, `triage_job_id = $2`, jobID)
 }
 
-// ListTicketsParams select a page of tickets, newest first.
+// ListTicketsParams select a page of tickets, newest first. Each filter
+// applies when set; each has an index in this order.
 type ListTicketsParams struct {
-	CustomerID string     // only this customer's, when set
-	Status     string     // only this status, when set
+	CustomerID string
+	Status     string
+	Team       string
+	Assignee   string
 	Before     *TicketKey // only tickets older than this one (the previous page's last)
 	Limit      int
 }
@@ -89,13 +119,25 @@ func (s *Store) ListTickets(ctx context.Context, p *ListTicketsParams) ([]*Ticke
 	if p.Before != nil {
 		beforeAt, beforeID = &p.Before.CreatedAt, &p.Before.ID
 	}
-	rows, err := s.db.Query(ctx, `SELECT `+ticketColumns+` FROM tickets
-		WHERE ($1::text IS NULL OR customer_id = $1)
-		  AND ($2::text IS NULL OR status = $2)
-		  AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
-		ORDER BY created_at DESC, id DESC
-		LIMIT $5`,
-		nullIfEmpty(p.CustomerID), nullIfEmpty(p.Status), beforeAt, beforeID, p.Limit)
+	// Each filter is written out only when it is set, so that the planner
+	// sees a plain equality and picks that filter's index.
+	where, args := []string{"true"}, []any{}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	for _, f := range []struct{ column, value string }{{"customer_id", p.CustomerID}, {"status", p.Status}, {"team", p.Team}, {"assignee", p.Assignee}} {
+		if f.value != "" {
+			add(f.column+" = $%d", f.value)
+		}
+	}
+	if beforeAt != nil {
+		args = append(args, *beforeAt, *beforeID)
+		where = append(where, fmt.Sprintf("(created_at, id) < ($%d, $%d)", len(args)-1, len(args)))
+	}
+	args = append(args, p.Limit)
+	rows, err := s.db.Query(ctx, `SELECT `+ticketColumns+` FROM tickets WHERE `+strings.Join(where, " AND ")+`
+		ORDER BY created_at DESC, id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tickets: %w", err)
 	}
@@ -118,9 +160,16 @@ func (s *Store) SetTicketClassification(ctx context.Context, id, team string, pr
 	return s.updateTicket(ctx, id, `team = $2, priority = $3`, team, priority)
 }
 
-// SetTicketDraftReply records the answer that triage suggests to the agent.
-func (s *Store) SetTicketDraftReply(ctx context.Context, id, draft string) error {
-	return s.updateTicket(ctx, id, `draft_reply = $2`, draft)
+// SetTicketDraftReply records the answer that triage job jobID suggests
+// to the agent, if that job is still the ticket's: a job that a newer
+// customer message replaced writes nothing over its successor's draft.
+func (s *Store) SetTicketDraftReply(ctx context.Context, id, draft string, jobID int64) error {
+	_, err := s.db.Exec(ctx, `UPDATE tickets SET draft_reply = $2, draft_job_id = $3, draft_written_at = now(), updated_at = now()
+		WHERE id = $1 AND triage_job_id = $3`, id, draft, jobID)
+	if err != nil {
+		return fmt.Errorf("set draft of %s: %w", id, err)
+	}
+	return nil
 }
 
 // SetTicketEmbedding records the ticket's vector.
@@ -137,4 +186,59 @@ func (s *Store) updateTicket(ctx context.Context, id, set string, args ...any) e
 		return fmt.Errorf("update ticket %s: %w", id, ErrNotFound)
 	}
 	return nil
+}
+
+// LockTicket returns the ticket, locked for the rest of the caller's
+// transaction so that changes to it do not interleave; or ErrNotFound.
+func (s *Store) LockTicket(ctx context.Context, id string) (*Ticket, error) {
+	t, err := scanTicket(s.db.QueryRow(ctx, `SELECT `+ticketColumns+` FROM tickets WHERE id = $1 FOR UPDATE`, id))
+	if err != nil {
+		return nil, fmt.Errorf("lock ticket %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// SetTicketStatus changes the status; solved_at follows it, for autoclose.
+func (s *Store) SetTicketStatus(ctx context.Context, id, status string) error {
+	return s.updateTicket(ctx, id, `status = $2, solved_at = CASE WHEN $2 = 'solved' THEN now() ELSE NULL END`, status)
+}
+
+// SetTicketAssignee changes the assignee; "" leaves the ticket unassigned.
+func (s *Store) SetTicketAssignee(ctx context.Context, id, agent string) error {
+	return s.updateTicket(ctx, id, `assignee = $2`, nullIfEmpty(agent))
+}
+
+// SetTicketTeam changes the team.
+func (s *Store) SetTicketTeam(ctx context.Context, id, team string) error {
+	return s.updateTicket(ctx, id, `team = $2`, team)
+}
+
+// SetTicketPriority changes the priority.
+func (s *Store) SetTicketPriority(ctx context.Context, id string, priority int) error {
+	return s.updateTicket(ctx, id, `priority = $2`, priority)
+}
+
+// CustomerWrote records that the customer wrote on the ticket now.
+func (s *Store) CustomerWrote(ctx context.Context, id string) error {
+	return s.updateTicket(ctx, id, `last_customer_message_at = now()`)
+}
+
+// AgentResponded records an agent's reply: the first one is the ticket's
+// first response.
+func (s *Store) AgentResponded(ctx context.Context, id string) error {
+	return s.updateTicket(ctx, id, `first_response_at = coalesce(first_response_at, now())`)
+}
+
+// SolvedBefore returns up to limit solved tickets that were solved before
+// the time, oldest first, for autoclose.
+func (s *Store) SolvedBefore(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT id FROM tickets WHERE status = 'solved' AND solved_at < $1 ORDER BY solved_at LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("solved tickets: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("solved tickets: %w", err)
+	}
+	return ids, nil
 }

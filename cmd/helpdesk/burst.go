@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
+	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/jobs/provider"
 	"helpdesk/jobs/provider/simulator"
@@ -135,6 +136,7 @@ func runBurst(ctx context.Context, serverURL string, opts burstOptions, logger *
 	if err != nil {
 		return nil, err
 	}
+	cases := desk.New(pool, queue, desk.Config{})
 	if _, err := store.New(pool).InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "burst@example.com", Name: "Burst"}); err != nil {
 		return nil, err
 	}
@@ -154,7 +156,7 @@ func runBurst(ctx context.Context, serverURL string, opts burstOptions, logger *
 	go func() {
 		every := opts.scaled(time.Duration(float64(time.Second) / opts.Rate))
 		for i := range opts.Tickets {
-			if _, _, err := queue.OpenTicket(ctx, &jobs.OpenTicketParams{CustomerID: "C-0001",
+			if _, _, err := cases.OpenTicket(ctx, &desk.OpenTicketParams{CustomerID: "C-0001",
 				Subject: fmt.Sprintf("Order %d", i+1), Body: "Where is my parcel? Order " + strconv.Itoa(i+1)}); err != nil {
 				arrivals <- err
 				return

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"helpdesk/api"
+	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/jobs/provider"
 	"helpdesk/jobs/provider/simulator"
@@ -162,12 +163,12 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 	// may run for two), so the demo does not wait serve's two minutes.
 	config := jobs.Config{Logger: logger, Provider: client, FetchPollInterval: 100 * time.Millisecond,
 		RescueStuckJobsAfter: 2500 * time.Millisecond, TriageTimeout: 2 * time.Second, EmailTimeout: 2 * time.Second,
-		MailDomain: "helpdesk.example.com", Relay: relay, EmailBackoff: jobs.Backoff{Base: 200 * time.Millisecond, Cap: time.Second}}
+		Relay: relay, EmailBackoff: jobs.Backoff{Base: 200 * time.Millisecond, Cap: time.Second}}
 	queue, err := jobs.New(pool, config)
 	if err != nil {
 		return nil, err
 	}
-	apiURL, stopAPI, err := startDemoAPI(pool, queue, logger)
+	apiURL, stopAPI, err := startDemoAPI(pool, queue, desk.New(pool, queue, desk.Config{MailDomain: "helpdesk.example.com"}), logger)
 	if err != nil {
 		return nil, err
 	}
@@ -386,12 +387,12 @@ func scratchDatabase(ctx context.Context, serverURL string) (string, func(), err
 	return u.String(), drop, nil
 }
 
-func startDemoAPI(pool *pgxpool.Pool, queue *jobs.Queue, logger *slog.Logger) (string, func(), error) {
+func startDemoAPI(pool *pgxpool.Pool, queue *jobs.Queue, cases *desk.Desk, logger *slog.Logger) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: api.New(api.Config{Logger: logger, Pool: pool, Queue: queue}), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: api.New(api.Config{Logger: logger, Pool: pool, Queue: queue, Desk: cases}), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"helpdesk/api"
+	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/jobs/provider"
 	"helpdesk/jobs/provider/simulator"
@@ -48,9 +49,11 @@ type serveConfig struct {
 	EmailTimeout     time.Duration // one attempt of an email job, every SMTP phase together
 	RescueAfter      time.Duration // a job still running this long after it started is handed to another worker
 
-	Breaker  jobs.BreakerConfig
-	APIRate  float64 // requests a second per API key
-	APIBurst int
+	Breaker        jobs.BreakerConfig
+	AutoAssign     bool
+	AutocloseAfter time.Duration
+	APIRate        float64 // requests a second per API key
+	APIBurst       int
 
 	SMTPURL          string // empty: an in-process fake SMTP server that keeps mail in memory
 	MailDomain       string
@@ -141,6 +144,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	probeMin := fs.setting("breaker-probe-min", "HELPDESK_BREAKER_PROBE_MIN", "5s", "an open breaker lets one probe through after this, doubling with each failed probe")
 	probeMax := fs.setting("breaker-probe-max", "HELPDESK_BREAKER_PROBE_MAX", "2m", "...up to this")
 	apiRate := fs.setting("api-rate", "HELPDESK_API_RATE", "20/s", "requests a second per API key, in this process; past it 429 with Retry-After")
+	autoAssign := fs.setting("autoassign", "HELPDESK_AUTOASSIGN", "1", "1: triage gives each ticket to the least busy active agent of its team; 0: nobody is assigned automatically")
+	autoclose := fs.setting("autoclose-after", "HELPDESK_AUTOCLOSE_AFTER", "168h", "a solved ticket closes after this long without a word from the customer")
 	apiBurst := fs.setting("api-burst", "HELPDESK_API_BURST", "40", "requests per API key at once before the rate applies")
 	inboundAddr := fs.setting("inbound-addr", "HELPDESK_INBOUND_ADDR", "", "address of the inbound SMTP (or LMTP) listener; unset: none")
 	inboundLMTP := fs.setting("inbound-lmtp", "HELPDESK_INBOUND_LMTP", "0", "1: speak LMTP on the inbound listener, for a Postfix in front")
@@ -190,7 +195,12 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 
 		Breaker: jobs.BreakerConfig{Failures: positiveInt(&e, breakerFailures), Window: duration(&e, breakerWindow),
 			ProbeMin: duration(&e, probeMin), ProbeMax: duration(&e, probeMax)},
-		APIBurst: positiveInt(&e, apiBurst),
+		APIBurst:       positiveInt(&e, apiBurst),
+		AutoAssign:     autoAssign.val == "1",
+		AutocloseAfter: duration(&e, autoclose),
+	}
+	if v := autoAssign.val; v != "0" && v != "1" {
+		e.keep(autoAssign.fail("1 or 0"))
 	}
 	if r, err := strconv.ParseFloat(strings.TrimSuffix(apiRate.val, "/s"), 64); err != nil || r <= 0 || math.IsInf(r, 0) {
 		e.keep(apiRate.fail("requests a second, such as 20/s or 0.5"))
@@ -341,8 +351,6 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 
 		IdempotencyRetention: cfg.IdempotencyKeep,
 
-		MailDomain:       cfg.MailDomain,
-		From:             cfg.From,
 		Relay:            relay,
 		EmailBackoff:     jobs.Backoff{Base: cfg.EmailRetryBase, Cap: cfg.EmailRetryCap},
 		EmailMaxAttempts: cfg.EmailMaxAttempts,
@@ -353,23 +361,27 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		TriageTimeout:        cfg.TriageTimeout,
 		EmailTimeout:         cfg.EmailTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
+
+		AutoAssign:     cfg.AutoAssign,
+		AutocloseAfter: cfg.AutocloseAfter,
 	})
 	if err != nil {
 		return err
 	}
+	cases := desk.New(pool, queue, desk.Config{MailDomain: cfg.MailDomain, From: cfg.From})
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on HELPDESK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
-	httpServer := newHTTPServer(cfg, api.New(api.Config{Logger: logger, Pool: pool, Queue: queue,
+	httpServer := newHTTPServer(cfg, api.New(api.Config{Logger: logger, Pool: pool, Queue: queue, Desk: cases,
 		IdempotencyRetention: cfg.IdempotencyKeep, RequestTimeout: cfg.RequestTimeout,
 		RatePerKey: cfg.APIRate, BurstPerKey: cfg.APIBurst}))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
 
 	if cfg.InboundAddr != "" {
-		receiver := inbound.NewReceiver(pool, queue, cfg.InboundDomains, logger)
+		receiver := inbound.NewReceiver(pool, cases, cfg.InboundDomains, logger)
 		inboundServer := inbound.NewServer(receiver, inbound.ServerConfig{Domain: cfg.MailDomain, LMTP: cfg.InboundLMTP,
 			MaxBytes: int64(cfg.InboundMaxBytes), MessageTimeout: cfg.InboundTimeout, MaxSessions: cfg.InboundMaxSessions})
 		inboundLn, err := net.Listen("tcp", cfg.InboundAddr)

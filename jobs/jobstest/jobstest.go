@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/jobs/provider"
 	"helpdesk/jobs/provider/simulator"
@@ -35,6 +36,8 @@ type Bundle struct {
 	Sim      *simulator.Running
 	Provider *provider.Client
 	Config   jobs.Config
+	// DeskConfig is the use cases' configuration; Desk builds them over a queue.
+	DeskConfig desk.Config
 
 	customers int
 }
@@ -98,8 +101,8 @@ func (b *Bundle) WithSMTP(tb testing.TB) *smtptest.Server {
 		tb.Fatal(err)
 	}
 	b.Config.Relay = relay
-	b.Config.MailDomain = "helpdesk.example.com"
-	b.Config.From = &mail.Address{Name: "Example Support", Address: "support@helpdesk.example.com"}
+	b.DeskConfig.MailDomain = "helpdesk.example.com"
+	b.DeskConfig.From = &mail.Address{Name: "Example Support", Address: "support@helpdesk.example.com"}
 	b.Config.EmailBackoff = jobs.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
 	return srv
 }
@@ -107,7 +110,7 @@ func (b *Bundle) WithSMTP(tb testing.TB) *smtptest.Server {
 // Reply writes an agent's reply to the ticket, with its email job.
 func (b *Bundle) Reply(tb testing.TB, q *jobs.Queue, ticketID, body string, cc ...string) (*store.Message, int64) {
 	tb.Helper()
-	p := &jobs.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: body}
+	p := &desk.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: body}
 	for _, c := range cc {
 		a, err := mail.ParseAddress(c)
 		if err != nil {
@@ -120,7 +123,7 @@ func (b *Bundle) Reply(tb testing.TB, q *jobs.Queue, ticketID, body string, cc .
 		jobID int64
 	)
 	err := pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) (err error) {
-		msg, jobID, err = q.CreateReplyTx(b.Ctx, tx, p)
+		msg, jobID, err = b.Desk(q).CreateReplyTx(b.Ctx, tx, p)
 		return err
 	})
 	if err != nil {
@@ -136,6 +139,11 @@ func Logger() *slog.Logger {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// Desk returns the use cases over the queue, with the bundle's DeskConfig.
+func (b *Bundle) Desk(q *jobs.Queue) *desk.Desk {
+	return desk.New(b.Pool, q, b.DeskConfig)
 }
 
 // NewQueue builds a queue on the bundle's config without starting it.
@@ -173,7 +181,7 @@ func (b *Bundle) OpenTicket(tb testing.TB, q *jobs.Queue, subject, body string) 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ticket, jobID, err := q.OpenTicket(b.Ctx, &jobs.OpenTicketParams{CustomerID: cust.ID, Subject: subject, Body: body})
+	ticket, jobID, err := b.Desk(q).OpenTicket(b.Ctx, &desk.OpenTicketParams{CustomerID: cust.ID, Subject: subject, Body: body})
 	if err != nil {
 		tb.Fatal(err)
 	}

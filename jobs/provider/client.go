@@ -12,11 +12,13 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Teams are the teams classify may choose.
+// Teams are the teams classify may choose when the service has no teams
+// of its own yet.
 var Teams = []string{"billing", "shipping", "technical", "account", "general"}
 
 // Config says where the provider is and how long to wait for it.
@@ -61,14 +63,45 @@ func (c *Client) Timeout() time.Duration { return c.config.Timeout }
 
 // Ticket is what the provider is told about a ticket.
 type Ticket struct {
-	ID      string
-	Subject string
-	Body    string // the customer's messages, oldest first
-	Team    string // known once classify ran; helps the draft
+	ID           string
+	Subject      string
+	CustomerName string
+	Messages     []string // the customer's messages, oldest first, the newest last
+	AgentReplies []string // what agents answered so far, oldest first
+	Team         string   // known once classify ran; helps the draft
+	Teams        []string // the teams classify may choose; nil: Teams
 }
 
+// Body is what the customer wrote, oldest first.
+func (t Ticket) Body() string { return strings.Join(t.Messages, "\n\n") }
+
+// teams is what classify may choose.
+func (t Ticket) teams() []string {
+	if len(t.Teams) > 0 {
+		return t.Teams
+	}
+	return Teams
+}
+
+// The prompt's layout, which the simulator reads back: header lines, then
+// the customer's messages separated by a line of three dashes, then the
+// agents' replies.
+const (
+	MessageSeparator   = "\n---\n"
+	AgentRepliesHeader = "\n\nAgent replies so far:\n"
+)
+
 func (t Ticket) prompt() string {
-	return "Subject: " + t.Subject + "\n\n" + t.Body
+	var b strings.Builder
+	b.WriteString("Subject: " + t.Subject + "\n")
+	if t.CustomerName != "" {
+		b.WriteString("Customer: " + t.CustomerName + "\n")
+	}
+	b.WriteString("\n" + strings.Join(t.Messages, MessageSeparator))
+	if len(t.AgentReplies) > 0 {
+		b.WriteString(AgentRepliesHeader + strings.Join(t.AgentReplies, MessageSeparator))
+	}
+	return b.String()
 }
 
 // Call describes one provider call, for the ai_runs record.
@@ -86,18 +119,27 @@ type Classification struct {
 	Priority int    `json:"priority"`
 }
 
-const classifyPrompt = `You triage customer support tickets. Answer with a JSON object only: ` +
-	`{"team": one of "billing", "shipping", "technical", "account", "general"; ` +
-	`"priority": 1 (urgent) to 4 (low)}.`
+// classifyPrompt lists the teams there are.
+func classifyPrompt(teams []string) string {
+	quoted := make([]string, len(teams))
+	for i, t := range teams {
+		quoted[i] = strconv.Quote(t)
+	}
+	return `You triage customer support tickets. Answer with a JSON object only: ` +
+		`{"team": one of ` + strings.Join(quoted, ", ") + `; "priority": 1 (urgent) to 4 (low)}.`
+}
 
-const draftPrompt = `You are a support agent. Write a short, polite reply to the customer's ticket ` +
-	`that the agent can edit and send. Do not promise refunds or dates. Plain text only.`
+const draftPrompt = `You are a support agent. Write a short, polite reply to the customer's newest message, ` +
+	`greeting the customer by name and answering what they asked, grounded in the conversation below; ` +
+	`the agent will edit and send it. Do not promise refunds or dates. Plain text only.`
 
 // Classify asks for the ticket's team and priority.
 func (c *Client) Classify(ctx context.Context, t Ticket) (Classification, Call, error) {
+	teams := t.teams()
 	content, call, err := c.chat(ctx, t, "classify", &ChatRequest{
-		Model:          c.config.ChatModel,
-		Messages:       []ChatMessage{{Role: "system", Content: classifyPrompt}, {Role: "user", Content: t.prompt()}},
+		Model: c.config.ChatModel,
+		Messages: []ChatMessage{{Role: "system", Content: classifyPrompt(teams)},
+			{Role: "user", Content: "Teams: " + strings.Join(teams, ", ") + "\n" + t.prompt()}},
 		ResponseFormat: &ResponseFormat{Type: "json_object"},
 		User:           t.ID,
 	})
@@ -108,7 +150,7 @@ func (c *Client) Classify(ctx context.Context, t Ticket) (Classification, Call, 
 	if err := json.Unmarshal([]byte(content), &out); err != nil {
 		return Classification{}, call, invalidAnswer("classify answered no JSON object: %q", truncate(content, 80))
 	}
-	if !slices.Contains(Teams, out.Team) {
+	if !slices.Contains(teams, out.Team) {
 		return Classification{}, call, invalidAnswer("classify chose unknown team %q", out.Team)
 	}
 	if out.Priority < 1 || out.Priority > 4 {

@@ -34,7 +34,7 @@ func answering(t *testing.T, status int, header map[string]string, body string) 
 
 func TestEveryFailureIsClassifiedOnce(t *testing.T) {
 	t.Parallel()
-	ticket := provider.Ticket{ID: "T-500001", Subject: "Hello", Body: "Hi"}
+	ticket := provider.Ticket{ID: "T-500001", Subject: "Hello", Messages: []string{"Hi"}}
 	for _, tc := range []struct {
 		name       string
 		status     int
@@ -139,7 +139,7 @@ func TestRealProviderAnswersAreRead(t *testing.T) {
 		return string(b)
 	}
 	ctx := context.Background()
-	ticket := provider.Ticket{ID: "T-500001", Subject: "Late parcel", Body: "My parcel is late."}
+	ticket := provider.Ticket{ID: "T-500001", Subject: "Late parcel", Messages: []string{"My parcel is late."}}
 
 	c, call, err := answering(t, 200, nil, fixture("chat_classify.json")).Classify(ctx, ticket)
 	if err != nil || c.Team != "shipping" || c.Priority != 2 {

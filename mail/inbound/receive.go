@@ -10,25 +10,25 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/jobs"
+	"helpdesk/desk"
 	"helpdesk/store"
 )
 
 // Receiver files inbound mail under tickets.
 type Receiver struct {
 	pool    *pgxpool.Pool
-	queue   *jobs.Queue
+	desk    *desk.Desk
 	domains []string // the support domains, lower case
 	logger  *slog.Logger
 }
 
 // NewReceiver returns a receiver for mail to the given support domains.
-func NewReceiver(pool *pgxpool.Pool, queue *jobs.Queue, domains []string, logger *slog.Logger) *Receiver {
+func NewReceiver(pool *pgxpool.Pool, d *desk.Desk, domains []string, logger *slog.Logger) *Receiver {
 	lower := make([]string, len(domains))
 	for i, d := range domains {
 		lower[i] = strings.ToLower(d)
 	}
-	return &Receiver{pool: pool, queue: queue, domains: lower, logger: logger}
+	return &Receiver{pool: pool, desk: d, domains: lower, logger: logger}
 }
 
 // Outcome is what became of one received message.
@@ -123,7 +123,7 @@ func (rc *Receiver) file(ctx context.Context, tx pgx.Tx, msg *Message, rcpts []s
 		if subject == "" {
 			subject = "(no subject)"
 		}
-		ticket, _, err := rc.queue.OpenTicketTx(ctx, tx, &jobs.OpenTicketParams{
+		ticket, _, err := rc.desk.OpenTicketTx(ctx, tx, &desk.OpenTicketParams{
 			CustomerID: customer.ID, Subject: truncateRunes(subject, 200), Body: msg.Text, Author: author,
 			EmailMessageID: msg.MessageID, Attachments: msg.Attachments, Automatic: msg.Automatic, RawEmail: raw,
 		})
@@ -132,14 +132,18 @@ func (rc *Receiver) file(ctx context.Context, tx pgx.Tx, msg *Message, rcpts []s
 		}
 		return &Outcome{Kind: "new_ticket", TicketID: ticket.ID}, nil
 	}
-	m, err := rc.queue.AddCustomerMessageTx(ctx, tx, &jobs.CustomerMessageParams{
+	m, err := rc.desk.AddCustomerMessageTx(ctx, tx, &desk.CustomerMessageParams{
 		TicketID: ticketID, Author: author, Body: msg.Text, EmailMessageID: msg.MessageID,
 		Attachments: msg.Attachments, Automatic: msg.Automatic, RawEmail: raw,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Outcome{Kind: "reply", TicketID: ticketID, MessageID: m.ID, Matched: how}, nil
+	if m.FollowUp {
+		// The ticket was closed: the message opened a follow-up ticket.
+		return &Outcome{Kind: "follow_up", TicketID: m.TicketID, MessageID: m.Message.ID, Matched: how}, nil
+	}
+	return &Outcome{Kind: "reply", TicketID: ticketID, MessageID: m.Message.ID, Matched: how}, nil
 }
 
 var (

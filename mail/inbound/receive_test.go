@@ -11,6 +11,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail/inbound"
@@ -44,7 +45,7 @@ func setup(t *testing.T) *bundle {
 	}
 	q := b.NewQueue(t)
 	return &bundle{Bundle: b, queue: q, outbound: srv,
-		receiver: inbound.NewReceiver(b.Pool, q, []string{"helpdesk.example.com"}, jobstest.Logger())}
+		receiver: inbound.NewReceiver(b.Pool, b.Desk(q), []string{"helpdesk.example.com"}, jobstest.Logger())}
 }
 
 // listen serves the receiver over SMTP on loopback.
@@ -76,7 +77,7 @@ func (b *bundle) receive(t *testing.T, raw []byte, rcpts ...string) *inbound.Out
 // openAPITicket opens T-500001 for the customer as the API would.
 func (b *bundle) openAPITicket(t *testing.T, customerID, subject string) string {
 	t.Helper()
-	ticket, _, err := b.queue.OpenTicket(b.Ctx, &jobs.OpenTicketParams{CustomerID: customerID, Subject: subject, Body: "Hello."})
+	ticket, _, err := b.Desk(b.queue).OpenTicket(b.Ctx, &desk.OpenTicketParams{CustomerID: customerID, Subject: subject, Body: "Hello."})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestReceiveRealMail(t *testing.T) {
 	t.Run("SloppyThreadHeadersStillFindTheTicket", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		ticket, _, err := b.queue.OpenTicket(b.Ctx, &jobs.OpenTicketParams{CustomerID: "C-0001", Subject: "Refund",
+		ticket, _, err := b.Desk(b.queue).OpenTicket(b.Ctx, &desk.OpenTicketParams{CustomerID: "C-0001", Subject: "Refund",
 			Body: "Hello.", EmailMessageID: "<unbracketed@y>"})
 		if err != nil {
 			t.Fatal(err)

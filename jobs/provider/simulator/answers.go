@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"regexp"
+	"slices"
 	"strings"
 
 	"helpdesk/jobs/provider"
@@ -24,15 +26,23 @@ var teamKeywords = map[string][]string{
 var urgentWords = []string{"urgent", "asap", "immediately", "outage", "down", "emergency"}
 var lowWords = []string{"question", "wondering", "feedback", "suggestion"}
 
-// Classify picks a team and priority from keywords.
-func Classify(text string) provider.Classification {
+// Classify picks a team among teams (nil: provider.Teams) and a priority
+// from keywords. Without a keyword hit it picks "general" if that is a
+// team, else the first.
+func Classify(text string, teams []string) provider.Classification {
+	if len(teams) == 0 {
+		teams = provider.Teams
+	}
 	words := tokens(text)
 	seen := map[string]bool{}
 	for _, w := range words {
 		seen[w] = true
 	}
-	best, bestHits := "general", 0
-	for _, team := range provider.Teams {
+	best, bestHits := teams[0], 0
+	if slices.Contains(teams, "general") {
+		best = "general"
+	}
+	for _, team := range teams {
 		hits := 0
 		for _, kw := range teamKeywords[team] {
 			if seen[kw] {
@@ -59,10 +69,69 @@ func Classify(text string) provider.Classification {
 	return provider.Classification{Team: best, Priority: priority}
 }
 
-// Draft is the templated suggested answer.
-func Draft(subject, team string) string {
-	return fmt.Sprintf("Thank you for your message about %q. Our %s team has your ticket "+
-		"and will get back to you within one business day.\n\nBest regards,\nThe support team", subject, team)
+// prompt is what the client's user message says of the ticket.
+type prompt struct {
+	subject, customer, team string
+	teams                   []string
+	messages                []string // the customer's, oldest first
+	replies                 []string // the agents', oldest first
+}
+
+func (p prompt) body() string { return strings.Join(p.messages, "\n\n") }
+
+func (p prompt) newest() string {
+	if len(p.messages) == 0 {
+		return ""
+	}
+	return p.messages[len(p.messages)-1]
+}
+
+var (
+	orderNumber = regexp.MustCompile(`(?i)\border\s*(?:number|no\.?|#)?\s*#?\s*([A-Z]*-?[0-9]{3,})`)
+	invoiceNum  = regexp.MustCompile(`(?i)\binvoice\s*(?:number|no\.?|#)?\s*#?\s*([A-Z]*-?[0-9]{3,})`)
+)
+
+// Draft is the suggested answer, grounded in the ticket: it greets the
+// customer by name and names the order or invoice number found in the
+// newest message, or else quotes its opening words, so that a draft
+// written before the customer's latest message reads differently from one
+// written after it.
+func Draft(p prompt) string {
+	var b strings.Builder
+	if p.customer != "" {
+		fmt.Fprintf(&b, "Dear %s,\n\n", p.customer)
+	} else {
+		b.WriteString("Hello,\n\n")
+	}
+	newest := p.newest()
+	switch {
+	case orderNumber.MatchString(newest):
+		fmt.Fprintf(&b, "Thank you for writing about order %s.", orderNumber.FindStringSubmatch(newest)[1])
+	case invoiceNum.MatchString(newest):
+		fmt.Fprintf(&b, "Thank you for writing about invoice %s.", invoiceNum.FindStringSubmatch(newest)[1])
+	case newest != "":
+		fmt.Fprintf(&b, "Thank you for your message (%q).", openingWords(newest, 8))
+	default:
+		fmt.Fprintf(&b, "Thank you for your message about %q.", p.subject)
+	}
+	if len(p.replies) > 0 {
+		b.WriteString(" Following up on our earlier reply:")
+	}
+	team := p.team
+	if team == "" {
+		team = "support"
+	}
+	fmt.Fprintf(&b, " Our %s team is looking into it and will get back to you within one business day.\n\nBest regards,\nThe support team", team)
+	return b.String()
+}
+
+// openingWords is the first n words of s.
+func openingWords(s string, n int) string {
+	words := strings.Fields(s)
+	if len(words) > n {
+		return strings.Join(words[:n], " ") + " …"
+	}
+	return strings.Join(words, " ")
 }
 
 // Embed derives a unit vector from the text's words (feature hashing), so
@@ -110,25 +179,46 @@ func lastUserMessage(msgs []provider.ChatMessage) string {
 	return ""
 }
 
-// parsePrompt reads the "Team: …" and "Subject: …" lines that the client
-// puts before the customer's text.
-func parsePrompt(prompt string) (subject, body, team string) {
-	rest := prompt
+// parsePrompt reads the header lines ("Teams: …", "Team: …", "Subject:
+// …", "Customer: …") that the client puts before the customer's messages,
+// then the messages and the agents' replies.
+func parsePrompt(text string) prompt {
+	var p prompt
+	rest := text
 	for {
 		line, after, found := strings.Cut(rest, "\n")
 		switch {
+		case strings.HasPrefix(line, "Teams: "):
+			for _, t := range strings.Split(strings.TrimPrefix(line, "Teams: "), ",") {
+				p.teams = append(p.teams, strings.TrimSpace(t))
+			}
 		case strings.HasPrefix(line, "Team: "):
-			team = strings.TrimPrefix(line, "Team: ")
+			p.team = strings.TrimPrefix(line, "Team: ")
 		case strings.HasPrefix(line, "Subject: "):
-			subject = strings.TrimPrefix(line, "Subject: ")
+			p.subject = strings.TrimPrefix(line, "Subject: ")
+		case strings.HasPrefix(line, "Customer: "):
+			p.customer = strings.TrimPrefix(line, "Customer: ")
 		default:
-			return subject, strings.TrimSpace(rest), team
+			customer, replies, _ := strings.Cut(rest, provider.AgentRepliesHeader)
+			p.messages = split(customer)
+			p.replies = split(replies)
+			return p
 		}
 		if !found {
-			return subject, "", team
+			return p
 		}
 		rest = after
 	}
+}
+
+func split(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, provider.MessageSeparator) {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }
 
 func usage(prompt, completion string) provider.Usage {

@@ -230,7 +230,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if answered {
 		return
 	}
-	subject, body, team := parsePrompt(lastUserMessage(req.Messages))
+	p := parsePrompt(lastUserMessage(req.Messages))
 	var content string
 	switch {
 	case settings.Mode == ModeInvalid && req.ResponseFormat != nil:
@@ -238,21 +238,18 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	case settings.Mode == ModeInvalid:
 		content = ""
 	case req.ResponseFormat != nil && req.ResponseFormat.Type == "json_object":
-		c := Classify(subject + "\n" + body)
+		c := Classify(p.subject+"\n"+p.body(), p.teams)
 		b, _ := json.Marshal(c)
 		content = string(b)
 	default:
-		if team == "" {
-			team = Classify(subject + "\n" + body).Team
-		}
-		content = Draft(subject, team)
+		content = Draft(p)
 	}
 	writeJSON(w, http.StatusOK, provider.ChatResponse{
 		ID:      "chatcmpl-sim",
 		Object:  "chat.completion",
 		Model:   req.Model,
 		Choices: []provider.ChatChoice{{Message: provider.ChatMessage{Role: "assistant", Content: content}, FinishReason: "stop"}},
-		Usage:   usage(subject+" "+body, content),
+		Usage:   usage(p.subject+" "+p.body(), content),
 	})
 }
 

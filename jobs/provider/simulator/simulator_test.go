@@ -27,7 +27,7 @@ func start(t *testing.T, settings simulator.Settings) (*simulator.Running, *prov
 	return sim, c
 }
 
-var ticket = provider.Ticket{ID: "T-500001", Subject: "Charged twice", Body: "My card was charged twice, please refund."}
+var ticket = provider.Ticket{ID: "T-500001", Subject: "Charged twice", Messages: []string{"My card was charged twice, please refund."}}
 
 func TestSimulator(t *testing.T) {
 	t.Parallel()
@@ -53,7 +53,7 @@ func TestSimulator(t *testing.T) {
 		}
 		d1, _, _ := c.DraftReply(ctx, ticket)
 		d2, _, _ := c.DraftReply(ctx, ticket)
-		if d1 != d2 || !strings.Contains(d1, `"Charged twice"`) {
+		if d1 != d2 || !strings.Contains(d1, "My card was charged twice") {
 			t.Errorf("drafts %q and %q", d1, d2)
 		}
 	})

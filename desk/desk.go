@@ -1,0 +1,64 @@
+// Package desk holds the helpdesk's use cases (open a ticket, follow up, reply, note, change, assign, close), which the API, inbound mail and the workers all call.
+//
+// It is a layer of its own so that each caller stays thin and the rules
+// of a ticket's life are written once: api/ and mail/inbound turn requests
+// into calls here, jobs/ works what these calls queue. It stands above
+// store/ and mail/ and below jobs/, which it reaches through Jobs.
+package desk
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"helpdesk/mail"
+)
+
+// Jobs queues the background work of a use case in its transaction;
+// jobs.Queue is the one in use.
+type Jobs interface {
+	EnqueueTriageTx(ctx context.Context, tx pgx.Tx, ticketID string) (int64, error)
+	// EnqueueEmailTx returns ErrNoRelay when no relay would send it.
+	EnqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64) (int64, error)
+}
+
+// Errors of the use cases; the API maps each to a status.
+var (
+	ErrNoRelay           = errors.New("outbound email is not configured")
+	ErrInvalidTransition = errors.New("invalid status change")
+	ErrUnknownAgent      = errors.New("no such active agent")
+	ErrUnknownTeam       = errors.New("no such team")
+	ErrNoDraft           = errors.New("the ticket has no draft reply")
+	ErrDraftStale        = errors.New("the customer wrote after the draft; triage has not written a new one yet")
+	ErrTicketClosed      = errors.New("the ticket is closed")
+)
+
+// Config is what the use cases need to know.
+type Config struct {
+	MailDomain string        // Message-IDs are minted on it; default helpdesk.localhost
+	From       *mail.Address // the From of every reply; default Support <support@MailDomain>
+}
+
+// Desk runs the use cases against PostgreSQL.
+type Desk struct {
+	pool   *pgxpool.Pool
+	jobs   Jobs
+	config Config
+}
+
+// New returns the use cases over pool, queueing their work with jobs.
+func New(pool *pgxpool.Pool, jobs Jobs, config Config) *Desk {
+	if config.MailDomain == "" {
+		config.MailDomain = "helpdesk.localhost"
+	}
+	if config.From == nil {
+		config.From = &mail.Address{Name: "Support", Address: "support@" + config.MailDomain}
+	}
+	return &Desk{pool: pool, jobs: jobs, config: config}
+}
+
+// ActorSystem is who makes the changes that nobody asked for: autoclose
+// and assignment by triage.
+const ActorSystem = "system"

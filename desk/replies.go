@@ -1,0 +1,98 @@
+package desk
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"helpdesk/mail"
+	"helpdesk/store"
+)
+
+// ReplyParams are an agent's reply to a ticket.
+type ReplyParams struct {
+	TicketID string
+	Author   string // agent:NAME
+	Body     string // with FromDraft, replaces the draft when set
+	Cc       []*mail.Address
+	// FromDraft sends the ticket's draft, which must answer everything the
+	// customer wrote (ErrNoDraft, ErrDraftStale).
+	FromDraft bool
+	// Status is the ticket's status after the reply; "" is pending: we
+	// wait for the customer.
+	Status string
+}
+
+// CreateReplyTx writes, in the caller's transaction, the outbound message
+// with its Message-ID minted now (and never again), its delivery with one
+// row per recipient, its email job, and the ticket's new status.
+func (d *Desk) CreateReplyTx(ctx context.Context, tx pgx.Tx, p *ReplyParams) (*store.Message, int64, error) {
+	st := store.New(tx)
+	ticket, err := st.LockTicket(ctx, p.TicketID)
+	if err != nil {
+		return nil, 0, err
+	}
+	if ticket.Status == store.StatusClosed {
+		return nil, 0, fmt.Errorf("reply to %s: %w", ticket.ID, ErrTicketClosed)
+	}
+	status := p.Status
+	if status == "" {
+		status = store.StatusPending
+	}
+	if !CanChangeStatus(ticket.Status, status) {
+		return nil, 0, fmt.Errorf("%w: %s → %s", ErrInvalidTransition, ticket.Status, status)
+	}
+	body := p.Body
+	if p.FromDraft {
+		switch {
+		case ticket.DraftReply == nil:
+			return nil, 0, fmt.Errorf("ticket %s: %w", ticket.ID, ErrNoDraft)
+		case !ticket.DraftIsCurrent():
+			return nil, 0, fmt.Errorf("ticket %s: %w", ticket.ID, ErrDraftStale)
+		case body == "":
+			body = *ticket.DraftReply
+		}
+	}
+	customer, err := st.GetCustomer(ctx, ticket.CustomerID)
+	if err != nil {
+		return nil, 0, err
+	}
+	id := mail.NewMessageID(d.config.MailDomain)
+	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{
+		TicketID: ticket.ID, Direction: store.DirectionOutbound, Author: p.Author, Body: body, EmailMessageID: &id,
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	recipients := []store.Recipient{{Address: customer.Email, Kind: "to"}}
+	seen := map[string]bool{strings.ToLower(customer.Email): true}
+	for _, cc := range p.Cc {
+		if !seen[strings.ToLower(cc.Address)] {
+			seen[strings.ToLower(cc.Address)] = true
+			recipients = append(recipients, store.Recipient{Address: cc.Address, Kind: "cc"})
+		}
+	}
+	if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{
+		MessageID: msg.ID, FromAddress: d.config.From.String(), Recipients: recipients,
+	}); err != nil {
+		return nil, 0, err
+	}
+	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, msg.ID)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := st.SetOutboundJob(ctx, msg.ID, jobID); err != nil {
+		return nil, 0, err
+	}
+	if err := st.AgentResponded(ctx, ticket.ID); err != nil {
+		return nil, 0, err
+	}
+	if status != ticket.Status {
+		if err := setStatus(ctx, st, ticket, p.Author, status); err != nil {
+			return nil, 0, err
+		}
+	}
+	return msg, jobID, nil
+}

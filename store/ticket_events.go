@@ -1,0 +1,40 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TicketEvent is one change of a ticket: who changed what from what to what.
+type TicketEvent struct {
+	Actor     string    `json:"actor"` // agent:NAME, customer:C-…, or system
+	What      string    `json:"what"`  // status, assignee, team, priority, follow_up
+	From      *string   `json:"from"`
+	To        *string   `json:"to"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// InsertTicketEvent records a change, in the caller's transaction with it.
+func (s *Store) InsertTicketEvent(ctx context.Context, ticketID string, e *TicketEvent) error {
+	if _, err := s.db.Exec(ctx, `INSERT INTO ticket_events (ticket_id, actor, what, from_value, to_value) VALUES ($1, $2, $3, $4, $5)`,
+		ticketID, e.Actor, e.What, e.From, e.To); err != nil {
+		return fmt.Errorf("event on %s: %w", ticketID, interpretError(err))
+	}
+	return nil
+}
+
+// ListTicketEvents returns a ticket's changes, oldest first.
+func (s *Store) ListTicketEvents(ctx context.Context, ticketID string) ([]*TicketEvent, error) {
+	rows, err := s.db.Query(ctx, `SELECT actor, what, from_value, to_value, created_at FROM ticket_events WHERE ticket_id = $1 ORDER BY id`, ticketID)
+	if err != nil {
+		return nil, fmt.Errorf("events of %s: %w", ticketID, err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[TicketEvent])
+	if err != nil {
+		return nil, fmt.Errorf("events of %s: %w", ticketID, err)
+	}
+	return list, nil
+}
