@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/store"
 )
@@ -35,6 +36,18 @@ func toAPIError(err error) *Error {
 		return &Error{Status: http.StatusConflict, Code: "not_retryable", Message: err.Error()}
 	case errors.Is(err, jobs.ErrInvalidState):
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_state", Message: err.Error()}
+	case errors.Is(err, desk.ErrInvalidTransition):
+		return &Error{Status: http.StatusConflict, Code: "invalid_transition", Message: err.Error()}
+	case errors.Is(err, desk.ErrTicketClosed):
+		return &Error{Status: http.StatusConflict, Code: "ticket_closed", Message: err.Error() + "; the customer's next message opens a follow-up"}
+	case errors.Is(err, desk.ErrNoDraft):
+		return &Error{Status: http.StatusConflict, Code: "no_draft", Message: err.Error()}
+	case errors.Is(err, desk.ErrDraftStale):
+		return &Error{Status: http.StatusConflict, Code: "draft_stale", Message: err.Error()}
+	case errors.Is(err, desk.ErrUnknownAgent):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_agent", Message: err.Error()}
+	case errors.Is(err, desk.ErrUnknownTeam):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_team", Message: err.Error()}
 	case errors.Is(err, store.ErrConflict):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: err.Error()}
 	case store.Unavailable(err):

@@ -19,6 +19,10 @@ const maxCc = 20
 type createReplyRequest struct {
 	Body string   `json:"body"`
 	Cc   []string `json:"cc"`
+	// FromDraft sends the ticket's current AI draft; Body, if set, replaces it.
+	FromDraft bool `json:"from_draft"`
+	// Status is the ticket's status after the reply; default pending.
+	Status string `json:"status"`
 }
 
 type createReplyResponse struct {
@@ -44,7 +48,12 @@ func (s *Server) createReply(w http.ResponseWriter, r *http.Request, who Actor) 
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if err := validateText("body", req.Body); err != nil {
+	if !req.FromDraft || req.Body != "" {
+		if err := validateText("body", req.Body); err != nil {
+			return err
+		}
+	}
+	if err := statusOf(req.Status); err != nil {
 		return err
 	}
 	if len(req.Cc) > maxCc {
@@ -63,7 +72,8 @@ func (s *Server) createReply(w http.ResponseWriter, r *http.Request, who Actor) 
 		Ticket string `json:"ticket"`
 		createReplyRequest
 	}{ticketID, req}, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
-		msg, jobID, err := s.desk.CreateReplyTx(ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: who.String(), Body: req.Body, Cc: cc})
+		msg, jobID, err := s.desk.CreateReplyTx(ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: who.String(), Body: req.Body, Cc: cc,
+			FromDraft: req.FromDraft, Status: req.Status})
 		if errors.Is(err, desk.ErrNoRelay) {
 			return 0, nil, &Error{Status: http.StatusServiceUnavailable, Code: "email_not_configured", Message: err.Error()}
 		}
@@ -115,7 +125,8 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, who Actor)
 			continue
 		}
 		v := messageWithDelivery{messageView: viewMessage(m)}
-		if d, ok := deliveries[m.ID]; ok {
+		// Delivery internals (SMTP replies, job ids, recipients) are for agents.
+		if d, ok := deliveries[m.ID]; ok && who.IsAgent() {
 			refs := d.References
 			if refs == nil {
 				refs = []string{}

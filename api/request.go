@@ -10,7 +10,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
+
+	"helpdesk/store"
 )
 
 // maxRequestBytes bounds every request body.
@@ -121,6 +124,20 @@ func hex4(b []byte, at int) (uint16, bool) {
 	}
 	n, err := strconv.ParseUint(string(b[at:at+4]), 16, 16)
 	return uint16(n), err == nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+
+// validateName checks a person's name: 1 to 200 characters of UTF-8,
+// no control characters (it ends up in mail headers).
+func validateName(s string) error {
+	switch n := utf8.RuneCountInString(s); {
+	case strings.TrimSpace(s) == "" || n > 200:
+		return unprocessable("invalid_name", "name must be 1 to 200 characters")
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return unprocessable("invalid_name", "name must not contain control characters")
+	}
+	return nil
 }
 
 func unprocessable(code, format string, args ...any) *Error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -92,13 +93,31 @@ func (s *Server) createTicket(w http.ResponseWriter, r *http.Request, who Actor)
 
 type ticketSummary struct {
 	TicketID   string    `json:"ticket_id"`
-	CustomerID string    `json:"customer_id"`
-	Subject    string    `json:"subject"`
-	Status     string    `json:"status"`
-	Team       *string   `json:"team"`
-	Priority   *int16    `json:"priority"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	CustomerID            string        `json:"customer_id"`
+	Customer              *customerView `json:"customer"`
+	Subject               string        `json:"subject"`
+	Status                string        `json:"status"`
+	Team                  *string       `json:"team"`
+	Priority              *int16        `json:"priority"`
+	Assignee              *string       `json:"assignee"`
+	FollowUpOf            *string       `json:"follow_up_of"`
+	CreatedAt             time.Time     `json:"created_at"`
+	UpdatedAt             time.Time     `json:"updated_at"`
+	FirstResponseAt       *time.Time    `json:"first_response_at"`
+	LastCustomerMessageAt *time.Time    `json:"last_customer_message_at"`
+}
+
+type customerView struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Email string `json:"email"`
+}
+
+func viewCustomer(c *store.Customer) *customerView {
+	if c == nil {
+		return nil
+	}
+	return &customerView{ID: c.ID, Name: c.Name, Email: c.Email}
 }
 
 type triageView struct {
@@ -120,9 +139,13 @@ type messageView struct {
 
 type ticketView struct {
 	ticketSummary
-	DraftReply *string       `json:"draft_reply,omitempty"`
-	Triage     *triageView   `json:"triage"`
-	Messages   []messageView `json:"messages"`
+	DraftReply *string `json:"draft_reply,omitempty"`
+	// DraftCurrent says whether the draft answers the customer's newest
+	// message; false while triage writes a new one.
+	DraftCurrent *bool                `json:"draft_current,omitempty"`
+	Triage       *triageView          `json:"triage"`
+	Messages     []messageView        `json:"messages"`
+	Events       []*store.TicketEvent `json:"events,omitempty"`
 }
 
 func viewMessage(m *store.Message) messageView {
@@ -130,9 +153,10 @@ func viewMessage(m *store.Message) messageView {
 		EmailMessageID: m.EmailMessageID, CreatedAt: m.CreatedAt}
 }
 
-func summarize(t *store.Ticket) ticketSummary {
-	return ticketSummary{TicketID: t.ID, CustomerID: t.CustomerID, Subject: t.Subject, Status: t.Status,
-		Team: t.Team, Priority: t.Priority, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+func summarize(t *store.Ticket, c *store.Customer) ticketSummary {
+	return ticketSummary{TicketID: t.ID, CustomerID: t.CustomerID, Customer: viewCustomer(c), Subject: t.Subject, Status: t.Status,
+		Team: t.Team, Priority: t.Priority, Assignee: t.Assignee, FollowUpOf: t.FollowUpOf, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		FirstResponseAt: t.FirstResponseAt, LastCustomerMessageAt: t.LastCustomerMessageAt}
 }
 
 // visibleTicket returns the ticket if the actor may see it. Another
@@ -160,13 +184,25 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who Actor) er
 	if err != nil {
 		return err
 	}
-	msgs, err := store.New(s.pool).ListMessages(ctx, ticket.ID)
+	st := store.New(s.pool)
+	msgs, err := st.ListMessages(ctx, ticket.ID)
 	if err != nil {
 		return err
 	}
-	view := ticketView{ticketSummary: summarize(ticket), Messages: []messageView{}}
+	customer, err := st.GetCustomer(ctx, ticket.CustomerID)
+	if err != nil {
+		return err
+	}
+	view := ticketView{ticketSummary: summarize(ticket, customer), Messages: []messageView{}}
 	if who.IsAgent() {
 		view.DraftReply = ticket.DraftReply
+		if ticket.DraftReply != nil {
+			current := ticket.DraftIsCurrent()
+			view.DraftCurrent = &current
+		}
+		if view.Events, err = st.ListTicketEvents(ctx, ticket.ID); err != nil {
+			return err
+		}
 	}
 	for _, m := range msgs {
 		if m.Direction == store.DirectionNote && !who.IsAgent() {
@@ -192,16 +228,48 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who Actor) er
 	return nil
 }
 
-// listTickets answers GET /v1/tickets[?status=open][&limit=N][&cursor=C],
-// newest first. Agents see every ticket, customers their own.
+// ticketFilters are the query parameters of GET /v1/tickets; any other is
+// refused rather than ignored.
+var ticketFilters = []string{"status", "team", "assignee", "customer", "limit", "cursor"}
+
+// listTickets answers GET /v1/tickets[?status=][&team=][&assignee=NAME|me]
+// [&customer=C-…][&limit=N][&cursor=C], newest first. Agents see every
+// ticket, customers their own.
 func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who Actor) error {
 	q := r.URL.Query()
-	params := store.ListTicketsParams{Status: q.Get("status"), Limit: 50}
-	if !who.IsAgent() {
-		params.CustomerID = who.ID
+	for name, values := range q {
+		if !slices.Contains(ticketFilters, name) {
+			return badRequest("unknown_filter", fmt.Sprintf("unknown query parameter %q; filters are %s", name, strings.Join(ticketFilters, ", ")))
+		}
+		if len(values) > 1 {
+			return badRequest("invalid_filter", fmt.Sprintf("query parameter %q is given %d times", name, len(values)))
+		}
 	}
-	if params.Status != "" && !slices.Contains(store.TicketStatuses, params.Status) {
+	params := store.ListTicketsParams{Status: q.Get("status"), Team: q.Get("team"), Assignee: q.Get("assignee"),
+		CustomerID: q.Get("customer"), Limit: 50}
+	if q.Has("status") && !slices.Contains(store.TicketStatuses, params.Status) {
 		return badRequest("invalid_status", "status must be one of "+strings.Join(store.TicketStatuses, ", "))
+	}
+	if q.Has("team") && !teamRE.MatchString(params.Team) {
+		return badRequest("invalid_team", "team must be a team name such as billing")
+	}
+	if params.Assignee == "me" {
+		if !who.IsAgent() {
+			return badRequest("invalid_assignee", "assignee=me is for agents")
+		}
+		params.Assignee = who.ID
+	}
+	if q.Has("assignee") && !agentNameRE.MatchString(params.Assignee) {
+		return badRequest("invalid_assignee", "assignee must be an agent's name or me")
+	}
+	if q.Has("customer") && !customerIDRE.MatchString(params.CustomerID) {
+		return badRequest("invalid_customer", "customer must be a customer id such as C-0022")
+	}
+	if !who.IsAgent() {
+		if q.Has("customer") && params.CustomerID != who.ID {
+			return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: "a customer sees only its own tickets"}
+		}
+		params.CustomerID = who.ID
 	}
 	if v := q.Get("limit"); v != "" {
 		limit, err := strconv.Atoi(v)
@@ -217,13 +285,22 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who Actor) 
 		}
 		params.Before = key
 	}
-	tickets, err := store.New(s.pool).ListTickets(r.Context(), &params)
+	st := store.New(s.pool)
+	tickets, err := st.ListTickets(r.Context(), &params)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(tickets))
+	for _, t := range tickets {
+		ids = append(ids, t.CustomerID)
+	}
+	customers, err := st.GetCustomers(r.Context(), ids)
 	if err != nil {
 		return err
 	}
 	out := make([]ticketSummary, 0, len(tickets))
 	for _, t := range tickets {
-		out = append(out, summarize(t))
+		out = append(out, summarize(t, customers[t.CustomerID]))
 	}
 	body := map[string]any{"tickets": out}
 	if len(tickets) == params.Limit {
@@ -236,6 +313,9 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who Actor) 
 
 // ticketIDRE is every ticket number there can be: T- and a bigint.
 var ticketIDRE = regexp.MustCompile(`^T-[0-9]{1,18}$`)
+
+// teamRE is a team's name, as agent_teams allows it.
+var teamRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
 
 // checkTicketID answers 404 for an id that cannot name a ticket, before
 // any query: such text (a NUL, invalid UTF-8) would otherwise reach

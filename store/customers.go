@@ -97,3 +97,20 @@ func (s *Store) ListCustomers(ctx context.Context, afterID string, limit int) ([
 	}
 	return list, nil
 }
+
+// GetCustomers returns the customers with these ids, by id.
+func (s *Store) GetCustomers(ctx context.Context, ids []string) (map[string]*Customer, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+customerColumns+` FROM customers WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("get customers: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Customer, error) { return scanCustomer(row) })
+	if err != nil {
+		return nil, fmt.Errorf("get customers: %w", err)
+	}
+	out := make(map[string]*Customer, len(list))
+	for _, c := range list {
+		out[c.ID] = c
+	}
+	return out, nil
+}

@@ -75,7 +75,7 @@ func TestUpgradeMovesQueuedJobsToTheirKindsQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const queues = 6 // the migration that gave jobs their queues
+	const queues = 6                                                                  // the migration that gave jobs their queues
 	if _, err := store.MigrateDown(ctx, pool, len(all)-queues+1, false); err != nil { // back to before it
 		t.Fatal(err)
 	}

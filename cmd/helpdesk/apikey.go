@@ -11,33 +11,52 @@ import (
 )
 
 func cmdAPIKey(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("apikey", "apikey create -actor customer:C-0022 | agent:NAME",
-		"Makes an API key for the actor and prints it once; only its SHA-256 is stored.\n"+
-			"A customer key sees and opens that customer's tickets; an agent key sees all and acts on jobs.", getenv, stderr)
+	fs := newFlagSet("apikey", "apikey create -actor customer:C-0022 | agent:NAME | apikey list [-actor A] | apikey revoke ID",
+		"create   makes an API key for the actor and prints it once; only its SHA-256 is stored.\n"+
+			"         A customer key sees and opens that customer's tickets; an agent key sees all.\n"+
+			"list     lists the keys (id, actor, created, last used, revoked), never the keys themselves\n"+
+			"revoke   stops a key: it answers 401 from the next request", getenv, stderr)
 	db := databaseSetting(fs)
 	actorFlag := fs.String("actor", "", "customer:C-0022 or agent:NAME")
-	if len(args) > 0 && args[0] == "create" {
-		args = args[1:]
-	} else if err := fs.parse(args); err != nil {
-		return err // --help
-	} else {
-		return usageErrorf("want `apikey create -actor customer:C-0022`")
-	}
-	if err := fs.parse(args); err != nil {
+	sub, id, rest := subcommand(args, "revoke")
+	if err := fs.parse(rest); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
-	actor, err := api.ParseActor(*actorFlag)
-	if err != nil {
-		return usageErrorf("-actor: %v", err)
+	var actor api.Actor
+	switch sub {
+	case "create":
+		var err error
+		if actor, err = api.ParseActor(*actorFlag); err != nil {
+			return usageErrorf("-actor: %v", err)
+		}
+	case "list":
+		if *actorFlag != "" {
+			if _, err := api.ParseActor(*actorFlag); err != nil {
+				return usageErrorf("-actor: %v", err)
+			}
+		}
+	case "revoke":
+		if id == "" {
+			return usageErrorf("`apikey revoke` takes a key id from `apikey list`")
+		}
+	default:
+		fs.Usage()
+		return usageErrorf("want apikey create, apikey list or apikey revoke")
 	}
 	pool, err := openDatabase(ctx, db)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	switch sub {
+	case "list":
+		return apikeyList(ctx, store.New(pool), *actorFlag, stdout)
+	case "revoke":
+		return apikeyRevoke(ctx, store.New(pool), id, stdout)
+	}
 	key, err := createAPIKey(ctx, store.New(pool), actor)
 	if err != nil {
 		return err
@@ -56,7 +75,7 @@ func createAPIKey(ctx context.Context, st *store.Store, actor api.Actor) (string
 		_, err = st.GetCustomer(ctx, actor.ID)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return "", usageErrorf("there is no %s %s (helpdesk load adds the demo's customers and agents)", actor.Kind, actor.ID)
+		return "", usageErrorf("there is no %s %s (helpdesk %s add makes one; helpdesk load adds the demo's)", actor.Kind, actor.ID, actor.Kind)
 	}
 	if err != nil {
 		return "", err

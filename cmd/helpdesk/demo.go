@@ -35,13 +35,13 @@ import (
 )
 
 func cmdDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("demo", "demo [-dir testdata/demo]",
+	fs := newFlagSet("demo", "demo [-dir DIR]",
 		"Shows both kinds of duplicate made harmless, on a scratch database that it creates and drops:\n"+
 			"the same request sent twice with one Idempotency-Key, and the same job delivered twice after a\n"+
 			"worker crashed. The API, two workers and the simulated provider run in this process.\n"+
 			"Exits non-zero if any count differs from what it should be.", getenv, stderr)
 	db := databaseSetting(fs)
-	dir := fs.String("dir", filepath.Join("testdata", "demo"), "folder with the demo's customers.csv and agents.csv")
+	dir := fs.String("dir", "", "a folder with customers.csv and agents.csv; default the demo's, built in")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -133,7 +133,8 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 		return nil, err
 	}
 	defer drop()
-	if _, _, err := loadDemoData(ctx, pool, dir, false); err != nil {
+	source, _ := demoSource(dir)
+	if _, _, err := loadData(ctx, pool, source, false); err != nil {
 		return nil, err
 	}
 

@@ -15,7 +15,7 @@ import (
 func TestDemoShowsBothDuplicatesMadeHarmless(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	res, err := runDemo(context.Background(), storetest.URL(), filepath.Join("..", "..", "testdata", "demo"), &out, jobstest.Logger())
+	res, err := runDemo(context.Background(), storetest.URL(), "", &out, jobstest.Logger())
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
@@ -62,9 +62,9 @@ func TestDemoShowsBothDuplicatesMadeHarmless(t *testing.T) {
 func TestLoadAndAPIKeyCommands(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"DATABASE_URL": migratedURL(t)}
-	dir := filepath.Join("..", "..", "testdata", "demo")
+	dir := filepath.Join("demodata")
 
-	if code, out, stderr := runCmd(t, env, "load", "-reset", "-dir", dir); code != 0 || !strings.Contains(out, "loaded 50 customers and 3 agents") {
+	if code, out, stderr := runCmd(t, env, "load", "-reset"); code != 0 || !strings.Contains(out, "loaded 50 customers and 3 agents") {
 		t.Fatalf("load: exit %d %q %q", code, out, stderr)
 	}
 	if code, out, _ := runCmd(t, env, "load", "-dir", dir); code != 0 || !strings.Contains(out, "loaded 50 customers") {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"embed"
 	"encoding/csv"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,13 +17,21 @@ import (
 	"helpdesk/store"
 )
 
+// demoData is the demo's customers and agents, in the binary so that
+// `helpdesk load` works from any folder.
+//
+//go:embed demodata/*.csv
+var demoData embed.FS
+
 func cmdLoad(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("load", "load [-reset] [-dir testdata/demo]",
-		"Loads the demo's customers (C-0001 … C-0050) and agents from customers.csv and agents.csv.\n"+
-			"With -reset it first empties every table (tickets, messages, results, keys, jobs) and\n"+
-			"numbers tickets from T-500001 again. Without it, existing rows are updated.", getenv, stderr)
+	fs := newFlagSet("load", "load [-reset] [-dir DIR]",
+		"Loads customers from customers.csv (id,name,email) and agents from agents.csv\n"+
+			"(name,display_name,email,teams, with teams separated by ;): the demo's 50 customers and 3\n"+
+			"agents, built into the binary, or your own from -dir. With -reset it first empties every table\n"+
+			"(tickets, messages, results, keys, jobs) and numbers tickets from T-500001 again. Without it,\n"+
+			"existing rows are updated.", getenv, stderr)
 	db := databaseSetting(fs)
-	dir := fs.String("dir", filepath.Join("testdata", "demo"), "folder with customers.csv and agents.csv")
+	dir := fs.String("dir", "", "a folder with your own customers.csv and agents.csv; default the demo's")
 	reset := fs.Bool("reset", false, "empty every table first")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -29,27 +39,37 @@ func cmdLoad(ctx context.Context, args []string, getenv func(string) string, std
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
+	source, name := demoSource(*dir)
 	pool, err := openDatabase(ctx, db)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	customers, agents, err := loadDemoData(ctx, pool, *dir, *reset)
+	customers, agents, err := loadData(ctx, pool, source, *reset)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "loaded %d customers and %d agents from %s\n", customers, agents, *dir)
+	fmt.Fprintf(stdout, "loaded %d customers and %d agents from %s\n", customers, agents, name)
 	return nil
 }
 
-// loadDemoData reads both files before it writes anything, then writes in
-// one transaction: a bad file changes nothing.
-func loadDemoData(ctx context.Context, pool *pgxpool.Pool, dir string, reset bool) (customers, agents int, err error) {
-	custRows, err := readCSV(filepath.Join(dir, "customers.csv"), "id", "name", "email")
+// demoSource is the folder to read: dir, or the demo's built-in data.
+func demoSource(dir string) (fs.FS, string) {
+	if dir == "" {
+		sub, _ := fs.Sub(demoData, "demodata")
+		return sub, "the demo's data"
+	}
+	return os.DirFS(dir), dir
+}
+
+// loadData reads both files before it writes anything, then writes in one
+// transaction: a bad file changes nothing.
+func loadData(ctx context.Context, pool *pgxpool.Pool, dir fs.FS, reset bool) (customers, agents int, err error) {
+	custRows, err := readCSV(dir, "customers.csv", "id", "name", "email")
 	if err != nil {
 		return 0, 0, err
 	}
-	agentRows, err := readCSV(filepath.Join(dir, "agents.csv"), "name", "display_name", "email")
+	agentRows, err := readCSV(dir, "agents.csv", "name", "display_name", "email", "teams")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -66,8 +86,14 @@ func loadDemoData(ctx context.Context, pool *pgxpool.Pool, dir string, reset boo
 			}
 		}
 		for _, r := range agentRows {
-			if err := st.UpsertAgent(ctx, &store.UpsertAgentParams{Name: r[0], DisplayName: r[1], Email: r[2]}); err != nil {
-				return err
+			teams := []string{}
+			for _, t := range strings.Split(r[3], ";") {
+				if t = strings.TrimSpace(t); t != "" {
+					teams = append(teams, t)
+				}
+			}
+			if err := st.UpsertAgent(ctx, &store.UpsertAgentParams{Name: r[0], DisplayName: r[1], Email: r[2], Teams: teams}); err != nil {
+				return usageErrorf("agents.csv: agent %s: %v", r[0], err)
 			}
 		}
 		return nil
@@ -79,20 +105,20 @@ func loadDemoData(ctx context.Context, pool *pgxpool.Pool, dir string, reset boo
 }
 
 // readCSV reads a file whose header is exactly the given columns.
-func readCSV(path string, columns ...string) ([][]string, error) {
-	f, err := os.Open(path)
+func readCSV(dir fs.FS, name string, columns ...string) ([][]string, error) {
+	f, err := dir.Open(name)
 	if err != nil {
-		return nil, usageErrorf("%v (run from the repository's root or pass -dir)", err)
+		return nil, usageErrorf("%s: %v", name, err)
 	}
 	defer f.Close()
 	r := csv.NewReader(f)
 	r.FieldsPerRecord = len(columns)
 	rows, err := r.ReadAll()
 	if err != nil {
-		return nil, usageErrorf("%s: %v", path, err)
+		return nil, usageErrorf("%s: %v", name, err)
 	}
 	if len(rows) == 0 || !slices.Equal(rows[0], columns) {
-		return nil, usageErrorf("%s: the first line must be %v", path, columns)
+		return nil, usageErrorf("%s: the first line must be %s", name, strings.Join(columns, ","))
 	}
 	return rows[1:], nil
 }

@@ -21,8 +21,10 @@ commands:
   migrate     apply the database migrations (River's and helpdesk's); safe to run twice
   serve       run the API and the triage workers until SIGTERM or SIGINT
   jobs        look at and retry jobs: jobs show ID, jobs dead, jobs retry ID
-  apikey      make an API key: apikey create -actor customer:C-0022 | agent:NAME
-  load        load the demo's customers and agents from testdata/demo (-reset empties everything first)
+  apikey      API keys: apikey create -actor customer:C-0022 | agent:NAME, apikey list, apikey revoke ID
+  load        load the demo's customers and agents, or your own with -dir (-reset empties everything first)
+  agent       add, list and disable agents: agent add NAME -email ADDR -team TEAM
+  customer    add and list customers: customer add -email ADDR -name NAME
   demo        show both kinds of duplicate made harmless, on a scratch database
   simulator   run the simulated AI provider on its own
   provider    show the AI provider's circuit breaker and pace
@@ -60,6 +62,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = cmdDemo(ctx, args[1:], getenv, stdout, stderr)
 	case "simulator":
 		err = cmdSimulator(ctx, args[1:], getenv, logger, stderr)
+	case "agent":
+		err = cmdAgent(ctx, args[1:], getenv, stdout, stderr)
+	case "customer":
+		err = cmdCustomer(ctx, args[1:], getenv, stdout, stderr)
 	case "provider":
 		err = cmdProvider(ctx, args[1:], getenv, stdout, stderr)
 	case "burst":

@@ -86,7 +86,7 @@ func TestConfigErrorsNameTheVariableAndStopTheStart(t *testing.T) {
 
 	t.Run("HelpOfEveryCommandExitsZero", func(t *testing.T) {
 		t.Parallel()
-		for _, cmd := range []string{"migrate", "serve", "jobs", "simulator", "apikey", "load", "demo", "provider", "burst"} {
+		for _, cmd := range []string{"migrate", "serve", "jobs", "simulator", "apikey", "load", "demo", "provider", "burst", "agent", "customer"} {
 			if code, _, stderr := runCmd(t, nil, cmd, "--help"); code != 0 || !strings.Contains(stderr, "usage: helpdesk "+cmd) {
 				t.Errorf("%s --help: exit %d, %q", cmd, code, stderr)
 			}

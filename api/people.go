@@ -1,0 +1,129 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"helpdesk/mail"
+	"helpdesk/store"
+)
+
+// listAgents answers GET /v1/agents (agents): every agent with its teams.
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, who Actor) error {
+	if err := requireAgent(who, "list agents"); err != nil {
+		return err
+	}
+	agents, err := store.New(s.pool).ListAgents(r.Context())
+	if err != nil {
+		return err
+	}
+	if agents == nil {
+		agents = []*store.Agent{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"agents": agents})
+	return nil
+}
+
+// getCustomer answers GET /v1/customers/{id}: agents, or the customer itself.
+func (s *Server) getCustomer(w http.ResponseWriter, r *http.Request, who Actor) error {
+	id := r.PathValue("id")
+	if !customerIDRE.MatchString(id) || (!who.IsAgent() && who.ID != id) {
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "customer not found"}
+	}
+	c, err := store.New(s.pool).GetCustomer(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewCustomer(c))
+	return nil
+}
+
+// listCustomers answers GET /v1/customers[?email=ADDRESS] (agents).
+func (s *Server) listCustomers(w http.ResponseWriter, r *http.Request, who Actor) error {
+	if err := requireAgent(who, "list customers"); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	for name := range q {
+		if name != "email" && name != "after" {
+			return badRequest("unknown_filter", "unknown query parameter "+name+"; filters are email, after")
+		}
+	}
+	st := store.New(s.pool)
+	out := []*customerView{}
+	if q.Has("email") {
+		a, err := mail.ParseAddress(q.Get("email"))
+		if err != nil {
+			return badRequest("invalid_email", err.Error())
+		}
+		c, err := st.CustomerByEmail(r.Context(), a.Address)
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		if c != nil {
+			out = append(out, viewCustomer(c))
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"customers": out})
+		return nil
+	}
+	after := q.Get("after")
+	if after != "" && !customerIDRE.MatchString(after) {
+		return badRequest("invalid_after", "after must be a customer id")
+	}
+	list, err := st.ListCustomers(r.Context(), after, 100)
+	if err != nil {
+		return err
+	}
+	for _, c := range list {
+		out = append(out, viewCustomer(c))
+	}
+	body := map[string]any{"customers": out}
+	if len(list) == 100 {
+		body["next_after"] = list[len(list)-1].ID
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+type createCustomerRequest struct {
+	Email string `json:"email"`
+	Name  string `json:"name"`
+}
+
+// createCustomer answers POST /v1/customers (agents): a customer with the
+// next C-number, once per Idempotency-Key; an address already taken is 409.
+func (s *Server) createCustomer(w http.ResponseWriter, r *http.Request, who Actor) error {
+	if err := requireAgent(who, "add customers"); err != nil {
+		return err
+	}
+	if _, err := idempotencyKey(r); err != nil {
+		return err
+	}
+	var req createCustomerRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	a, err := mail.ParseAddress(req.Email)
+	if err != nil || a.Name != "" {
+		return unprocessable("invalid_email", "email must be one address such as ada@example.com")
+	}
+	if err := validateName(req.Name); err != nil {
+		return err
+	}
+	return s.createOnce(w, r, who, req, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
+		st := store.New(tx)
+		if _, err := st.CustomerByEmail(ctx, a.Address); err == nil {
+			return 0, nil, &Error{Status: http.StatusConflict, Code: "customer_exists", Message: "a customer with " + a.Address + " exists"}
+		} else if !isNotFound(err) {
+			return 0, nil, err
+		}
+		c, err := st.InsertCustomerByEmail(ctx, a.Address, strings.TrimSpace(req.Name))
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusCreated, viewCustomer(c), nil
+	})
+}

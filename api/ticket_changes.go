@@ -1,0 +1,152 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"helpdesk/desk"
+	"helpdesk/store"
+)
+
+type patchTicketRequest struct {
+	Status   *string `json:"status"`
+	Assignee *string `json:"assignee"` // an agent's name, "" for nobody
+	Team     *string `json:"team"`
+	Priority *int    `json:"priority"`
+}
+
+// patchTicket answers PATCH /v1/tickets/{id} (agents): status, assignee,
+// team, priority, each change an event, all or nothing.
+func (s *Server) patchTicket(w http.ResponseWriter, r *http.Request, who Actor) error {
+	if err := requireAgent(who, "change tickets"); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if err := checkTicketID(id); err != nil {
+		return err
+	}
+	var req patchTicketRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	switch {
+	case req.Status == nil && req.Assignee == nil && req.Team == nil && req.Priority == nil:
+		return unprocessable("empty_change", "send at least one of status, assignee, team, priority")
+	case req.Status != nil && !slices.Contains(store.TicketStatuses, *req.Status):
+		return unprocessable("invalid_status", "status must be one of %s", strings.Join(store.TicketStatuses, ", "))
+	case req.Assignee != nil && *req.Assignee != "" && !agentNameRE.MatchString(*req.Assignee):
+		return unprocessable("unknown_agent", "assignee %q is not an agent's name", *req.Assignee)
+	case req.Team != nil && !teamRE.MatchString(*req.Team):
+		return unprocessable("unknown_team", "team %q is not a team's name", *req.Team)
+	case req.Priority != nil && (*req.Priority < 1 || *req.Priority > 4):
+		return unprocessable("invalid_priority", "priority must be 1 (urgent) to 4 (low), got %d", *req.Priority)
+	}
+	if _, err := s.ticket(r.Context(), id); err != nil {
+		return err
+	}
+	if _, err := s.desk.ChangeTicket(r.Context(), who.String(), id, &desk.Change{Status: req.Status, Assignee: req.Assignee,
+		Team: req.Team, Priority: req.Priority}); err != nil {
+		return err
+	}
+	return s.getTicket(w, r, who)
+}
+
+// ticket returns the ticket or a 404.
+func (s *Server) ticket(ctx context.Context, id string) (*store.Ticket, error) {
+	t, err := store.New(s.pool).GetTicket(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+type noteRequest struct {
+	Body string `json:"body"`
+}
+
+// createNote answers POST /v1/tickets/{id}/notes (agents): an internal
+// note, never emailed, never shown to the customer.
+func (s *Server) createNote(w http.ResponseWriter, r *http.Request, who Actor) error {
+	if err := requireAgent(who, "write notes"); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if err := checkTicketID(id); err != nil {
+		return err
+	}
+	var req noteRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := validateText("body", req.Body); err != nil {
+		return err
+	}
+	msg, err := s.desk.AddNote(r.Context(), who.String(), id, req.Body)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, viewMessage(msg))
+	return nil
+}
+
+type followUpRequest struct {
+	Body string `json:"body"`
+}
+
+type followUpResponse struct {
+	MessageID int64  `json:"message_id"`
+	TicketID  string `json:"ticket_id"`        // a follow-up ticket when the one named was closed
+	FollowUp  bool   `json:"follow_up"`        // the named ticket was closed
+	JobID     int64  `json:"job_id,omitempty"` // the triage job it queued
+}
+
+// createCustomerMessage answers POST /v1/tickets/{id}/messages: the
+// ticket's own customer writes again. It reopens a pending or solved
+// ticket and triages it again, in one transaction; on a closed ticket it
+// opens a follow-up. Once per Idempotency-Key.
+func (s *Server) createCustomerMessage(w http.ResponseWriter, r *http.Request, who Actor) error {
+	if who.IsAgent() {
+		return &Error{Status: http.StatusForbidden, Code: "forbidden",
+			Message: "agents answer with POST /v1/tickets/{id}/replies or write notes"}
+	}
+	ticket, err := s.visibleTicket(r.Context(), who, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if _, err := idempotencyKey(r); err != nil {
+		return err
+	}
+	var req followUpRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := validateText("body", req.Body); err != nil {
+		return err
+	}
+	return s.createOnce(w, r, who, struct {
+		Ticket string `json:"ticket"`
+		followUpRequest
+	}{ticket.ID, req}, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
+		m, err := s.desk.AddCustomerMessageTx(ctx, tx, &desk.CustomerMessageParams{TicketID: ticket.ID, Author: who.String(), Body: req.Body})
+		if err != nil {
+			return 0, nil, err
+		}
+		status := http.StatusAccepted
+		if m.FollowUp {
+			status = http.StatusCreated
+		}
+		return status, followUpResponse{MessageID: m.Message.ID, TicketID: m.TicketID, FollowUp: m.FollowUp, JobID: m.JobID}, nil
+	})
+}
+
+// statusOf checks an optional status a reply leaves the ticket in.
+func statusOf(v string) error {
+	if v != "" && !slices.Contains(store.TicketStatuses, v) {
+		return unprocessable("invalid_status", "status must be one of %s", strings.Join(store.TicketStatuses, ", "))
+	}
+	return nil
+}

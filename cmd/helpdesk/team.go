@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"helpdesk/api"
+	"helpdesk/mail"
+	"helpdesk/store"
+)
+
+// subcommand splits `CMD SUB [NAME] [flags]`: the subcommand, a leading
+// positional name if the subcommand takes one, and the rest for the flags
+// (Go's flag package stops at the first argument that is not a flag).
+func subcommand(args []string, named ...string) (sub, name string, rest []string) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return "", "", args
+	}
+	sub, rest = args[0], args[1:]
+	for _, n := range named {
+		if sub == n && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+			return sub, rest[0], rest[1:]
+		}
+	}
+	return sub, "", rest
+}
+
+var teamNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
+
+func cmdAgent(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("agent", "agent add NAME -email ADDR -team TEAM[,TEAM…] [-name \"Display Name\"] | agent list | agent disable NAME",
+		"add       adds an agent, or updates one: its address, display name and teams (triage assigns\n"+
+			"          each ticket to the least busy active agent of its team)\n"+
+			"list      lists the agents with their teams\n"+
+			"disable   stops an agent: its API keys answer 401 from the next request, and it is assigned\n"+
+			"          nothing more", getenv, stderr)
+	db := databaseSetting(fs)
+	email := fs.String("email", "", "add: the agent's address")
+	teams := fs.String("team", "", "add: the agent's teams, separated by commas")
+	display := fs.String("name", "", "add: the agent's display name; default NAME")
+	sub, name, rest := subcommand(args, "add", "disable")
+	if err := fs.parse(rest); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	var p store.UpsertAgentParams
+	switch sub {
+	case "add":
+		if _, err := api.ParseActor("agent:" + name); err != nil {
+			return usageErrorf("agent name %q: lower case letters, digits, . _ - (up to 64)", name)
+		}
+		a, err := mail.ParseAddress(*email)
+		if err != nil || a.Name != "" {
+			return usageErrorf("-email %q: want one address such as dana@support.example.com", *email)
+		}
+		p = store.UpsertAgentParams{Name: name, DisplayName: strings.TrimSpace(*display), Email: a.Address, Teams: []string{}}
+		if p.DisplayName == "" {
+			p.DisplayName = name
+		}
+		for _, t := range strings.Split(*teams, ",") {
+			if t = strings.TrimSpace(t); !teamNameRE.MatchString(t) {
+				return usageErrorf("-team %q: want team names such as billing,shipping (lower case letters, digits, _ -)", *teams)
+			}
+			p.Teams = append(p.Teams, t)
+		}
+	case "disable":
+		if name == "" {
+			return usageErrorf("`agent disable` takes the agent's name")
+		}
+	case "list":
+	default:
+		fs.Usage()
+		return usageErrorf("want agent add, agent list or agent disable")
+	}
+	pool, err := openDatabase(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st := store.New(pool)
+	switch sub {
+	case "add":
+		if err := st.UpsertAgent(ctx, &p); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return usageErrorf("another agent has the address %s", p.Email)
+			}
+			return err
+		}
+		fmt.Fprintf(stdout, "agent %s (%s <%s>) in %s\n", p.Name, p.DisplayName, p.Email, strings.Join(p.Teams, ", "))
+		fmt.Fprintf(stdout, "make a key with: helpdesk apikey create -actor agent:%s\n", p.Name)
+	case "disable":
+		if err := st.DisableAgent(ctx, name); errors.Is(err, store.ErrNotFound) {
+			return usageErrorf("there is no agent %s", name)
+		} else if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "agent %s disabled: its keys no longer work\n", name)
+	case "list":
+		agents, err := st.ListAgents(ctx)
+		if err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "NAME\tDISPLAY NAME\tEMAIL\tTEAMS\tSTATE")
+		for _, a := range agents {
+			state := "active"
+			if !a.Active() {
+				state = "disabled " + a.DisabledAt.Format(time.DateOnly)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.DisplayName, a.Email, strings.Join(a.Teams, ","), state)
+		}
+		return w.Flush()
+	}
+	return nil
+}
+
+func cmdCustomer(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("customer", "customer add -email ADDR -name NAME | customer list",
+		"add    adds a customer with the next number (C-100000 and up) and prints it\n"+
+			"list   lists the customers", getenv, stderr)
+	db := databaseSetting(fs)
+	email := fs.String("email", "", "add: the customer's address")
+	name := fs.String("name", "", "add: the customer's name")
+	sub, _, rest := subcommand(args)
+	if err := fs.parse(rest); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	var address string
+	switch sub {
+	case "add":
+		a, err := mail.ParseAddress(*email)
+		if err != nil || a.Name != "" {
+			return usageErrorf("-email %q: want one address such as ada@example.com", *email)
+		}
+		if strings.TrimSpace(*name) == "" || strings.ContainsAny(*name, "\r\n") {
+			return usageErrorf("-name: want the customer's name")
+		}
+		address = a.Address
+	case "list":
+	default:
+		fs.Usage()
+		return usageErrorf("want customer add or customer list")
+	}
+	pool, err := openDatabase(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st := store.New(pool)
+	if sub == "add" {
+		if _, err := st.CustomerByEmail(ctx, address); err == nil {
+			return usageErrorf("a customer with %s exists already", address)
+		}
+		c, err := st.InsertCustomerByEmail(ctx, address, strings.TrimSpace(*name))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", c.ID)
+		fmt.Fprintf(stderr, "customer %s: %s <%s>\n", c.ID, c.Name, c.Email)
+		return nil
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAME\tEMAIL")
+	after := ""
+	for {
+		page, err := st.ListCustomers(ctx, after, 500)
+		if err != nil {
+			return err
+		}
+		for _, c := range page {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", c.ID, c.Name, c.Email)
+		}
+		if len(page) < 500 {
+			return w.Flush()
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+// apikeyList and apikeyRevoke are `apikey list` and `apikey revoke`.
+func apikeyList(ctx context.Context, st *store.Store, actor string, stdout io.Writer) error {
+	keys, err := st.ListAPIKeys(ctx, actor)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tACTOR\tCREATED\tLAST USED\tREVOKED")
+	when := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.Format(time.RFC3339)
+	}
+	for _, k := range keys {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", k.ID, k.Actor, k.CreatedAt.Format(time.RFC3339), when(k.LastUsedAt), when(k.RevokedAt))
+	}
+	return w.Flush()
+}
+
+func apikeyRevoke(ctx context.Context, st *store.Store, id string, stdout io.Writer) error {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n <= 0 {
+		return usageErrorf("key id must be a positive integer from `apikey list`, got %q", id)
+	}
+	if err := st.RevokeAPIKey(ctx, n); errors.Is(err, store.ErrNotFound) {
+		return usageErrorf("there is no API key %d", n)
+	} else if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "API key %d revoked: it answers 401 from now on\n", n)
+	return nil
+}
