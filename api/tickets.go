@@ -92,7 +92,7 @@ func (s *Server) createTicket(w http.ResponseWriter, r *http.Request, who Actor)
 }
 
 type ticketSummary struct {
-	TicketID   string    `json:"ticket_id"`
+	TicketID              string        `json:"ticket_id"`
 	CustomerID            string        `json:"customer_id"`
 	Customer              *customerView `json:"customer"`
 	Subject               string        `json:"subject"`
