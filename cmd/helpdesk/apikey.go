@@ -22,6 +22,10 @@ func cmdAPIKey(ctx context.Context, args []string, getenv func(string) string, s
 	if err := fs.parse(rest); err != nil {
 		return err
 	}
+	if sub != "create" && sub != "list" && sub != "revoke" {
+		fs.Usage()
+		return usageErrorf("want apikey create, apikey list or apikey revoke")
+	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}

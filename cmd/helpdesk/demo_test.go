@@ -84,3 +84,66 @@ func TestLoadAndAPIKeyCommands(t *testing.T) {
 		}
 	}
 }
+
+func TestYourOwnTeam(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": migratedURL(t)}
+	run := func(args ...string) (string, string) {
+		t.Helper()
+		code, out, stderr := runCmd(t, env, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d, %q %q", args, code, out, stderr)
+		}
+		return out, stderr
+	}
+	run("agent", "add", "dana", "-email", "dana@support.example.com", "-team", "billing,shipping", "-name", "Dana Scully")
+	run("agent", "add", "fox", "-email", "fox@support.example.com", "-team", "shipping")
+	if out, _ := run("agent", "list"); !strings.Contains(out, "dana") || !strings.Contains(out, "billing,shipping") || !strings.Contains(out, "Dana Scully") {
+		t.Errorf("agent list: %q", out)
+	}
+	id, _ := run("customer", "add", "-email", "walter@example.com", "-name", "Walter Skinner")
+	id = strings.TrimSpace(id)
+	if !strings.HasPrefix(id, "C-1") {
+		t.Fatalf("customer add printed %q, want a new C-number", id)
+	}
+	if out, _ := run("customer", "list"); !strings.Contains(out, id) || !strings.Contains(out, "Walter Skinner") {
+		t.Errorf("customer list: %q", out)
+	}
+	key, _ := run("apikey", "create", "-actor", "agent:dana")
+	if !strings.HasPrefix(key, "hd_") {
+		t.Fatalf("apikey create printed %q", key)
+	}
+	out, _ := run("apikey", "list", "-actor", "agent:dana")
+	if !strings.Contains(out, "agent:dana") || strings.Contains(out, strings.TrimSpace(key)) {
+		t.Errorf("apikey list: %q (must never show the key)", out)
+	}
+	run("apikey", "revoke", "1")
+	if out, _ := run("apikey", "list"); !strings.Contains(out, "agent:dana") || strings.Count(out, "\n") != 2 {
+		t.Errorf("apikey list after revoke: %q", out)
+	}
+	run("agent", "disable", "fox")
+	if out, _ := run("agent", "list"); !strings.Contains(out, "disabled") {
+		t.Errorf("agent list after disable: %q", out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"agent", "add", "Dana!", "-email", "d@example.com", "-team", "billing"}, "agent name"},
+		{[]string{"agent", "add", "eve", "-email", "not an address", "-team", "billing"}, "-email"},
+		{[]string{"agent", "add", "eve", "-email", "eve@example.com", "-team", "Billing Team"}, "-team"},
+		{[]string{"agent", "add", "eve", "-email", "dana@support.example.com", "-team", "billing"}, "another agent has the address"},
+		{[]string{"agent", "disable", "nobody"}, "there is no agent nobody"},
+		{[]string{"customer", "add", "-email", "walter@example.com", "-name", "Again"}, "exists already"},
+		{[]string{"customer", "add", "-email", "x@example.com"}, "-name"},
+		{[]string{"apikey", "revoke", "999"}, "there is no API key 999"},
+		{[]string{"apikey", "revoke", "x"}, "positive integer"},
+		{[]string{"apikey", "create", "-actor", "agent:nobody"}, "there is no agent nobody"},
+		{[]string{"agent", "fire", "dana"}, "want agent add"},
+	} {
+		if code, _, stderr := runCmd(t, env, tc.args...); code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 naming %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}

@@ -49,6 +49,10 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 	if err := fs.parse(rest); err != nil {
 		return err
 	}
+	if sub != "add" && sub != "disable" && sub != "list" {
+		fs.Usage()
+		return usageErrorf("want agent add, agent list or agent disable")
+	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -133,6 +137,10 @@ func cmdCustomer(ctx context.Context, args []string, getenv func(string) string,
 	sub, _, rest := subcommand(args)
 	if err := fs.parse(rest); err != nil {
 		return err
+	}
+	if sub != "add" && sub != "list" {
+		fs.Usage()
+		return usageErrorf("want customer add or customer list")
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))

@@ -160,3 +160,17 @@ func TestRealProviderAnswersAreRead(t *testing.T) {
 		t.Errorf("429: %v, want rate limited for 1s", err)
 	}
 }
+
+func TestClassifyChoosesOnlyTheTeamsThereAre(t *testing.T) {
+	t.Parallel()
+	ticket := provider.Ticket{ID: "T-500001", Subject: "Late", Messages: []string{"Late parcel"}, Teams: []string{"money", "parcels"}}
+	_, _, err := answering(t, 200, nil, `{"choices":[{"message":{"content":"{\"team\":\"shipping\",\"priority\":2}"}}]}`).Classify(context.Background(), ticket)
+	var perr *provider.Error
+	if !errors.As(err, &perr) || perr.Kind != provider.KindInvalidAnswer {
+		t.Errorf("a team nobody has: %v, want an unusable answer", err)
+	}
+	c, _, err := answering(t, 200, nil, `{"choices":[{"message":{"content":"{\"team\":\"parcels\",\"priority\":2}"}}]}`).Classify(context.Background(), ticket)
+	if err != nil || c.Team != "parcels" {
+		t.Errorf("a team there is: %+v %v", c, err)
+	}
+}
