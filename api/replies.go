@@ -121,7 +121,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, who Actor)
 	}
 	out := make([]messageWithDelivery, 0, len(msgs))
 	for _, m := range msgs {
-		if m.Direction == store.DirectionNote && !who.IsAgent() {
+		if !store.Public(m.Direction) && !who.IsAgent() {
 			continue
 		}
 		v := messageWithDelivery{messageView: viewMessage(m)}

@@ -205,7 +205,7 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who Actor) er
 		}
 	}
 	for _, m := range msgs {
-		if m.Direction == store.DirectionNote && !who.IsAgent() {
+		if !store.Public(m.Direction) && !who.IsAgent() {
 			continue
 		}
 		view.Messages = append(view.Messages, viewMessage(m))

@@ -22,6 +22,8 @@ type Jobs interface {
 	EnqueueTriageTx(ctx context.Context, tx pgx.Tx, ticketID string) (int64, error)
 	// EnqueueEmailTx returns ErrNoRelay when no relay would send it.
 	EnqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64) (int64, error)
+	// EnqueueNotifyTx queues a stored mail to an agent.
+	EnqueueNotifyTx(ctx context.Context, tx pgx.Tx, messageID int64, ticketID string) (int64, error)
 }
 
 // Errors of the use cases; the API maps each to a status.
@@ -39,6 +41,9 @@ var (
 type Config struct {
 	MailDomain string        // Message-IDs are minted on it; default helpdesk.localhost
 	From       *mail.Address // the From of every reply; default Support <support@MailDomain>
+	// ReplyAddresses signs the Reply-To of mail to agents, so that their
+	// answers come back as theirs; nil: mail to agents has no Reply-To.
+	ReplyAddresses *mail.ReplyAddresses
 }
 
 // Desk runs the use cases against PostgreSQL.

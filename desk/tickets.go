@@ -208,6 +208,18 @@ func (d *Desk) ChangeTicket(ctx context.Context, actor, ticketID string, c *Chan
 		if err != nil {
 			return err
 		}
+		if err := d.changeTx(ctx, st, t, actor, c); err != nil {
+			return err
+		}
+		ticket, err = st.GetTicket(ctx, t.ID)
+		return err
+	})
+	return ticket, err
+}
+
+// changeTx applies a change to a ticket locked by the caller's transaction.
+func (d *Desk) changeTx(ctx context.Context, st *store.Store, t *store.Ticket, actor string, c *Change) error {
+	{
 		if c.Status != nil && !CanChangeStatus(t.Status, *c.Status) {
 			return fmt.Errorf("%w: %s → %s", ErrInvalidTransition, t.Status, *c.Status)
 		}
@@ -259,10 +271,8 @@ func (d *Desk) ChangeTicket(ctx context.Context, actor, ticketID string, c *Chan
 				return err
 			}
 		}
-		ticket, err = st.GetTicket(ctx, t.ID)
-		return err
-	})
-	return ticket, err
+		return nil
+	}
 }
 
 // setStatus changes the status with its event.

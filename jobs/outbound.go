@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"helpdesk/mail"
 	"helpdesk/store"
@@ -52,10 +53,16 @@ func (w *EmailWorker) Timeout(*river.Job[EmailArgs]) time.Duration { return w.ti
 
 // Work makes one delivery attempt.
 func (w *EmailWorker) Work(ctx context.Context, job *river.Job[EmailArgs]) error {
+	return w.deliver(ctx, job.JobRow, job.Args.MessageID)
+}
+
+// deliver makes one delivery attempt of a stored outbound message, a
+// reply to a customer or a mail to an agent alike.
+func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messageID int64) error {
 	st := store.New(w.pool)
-	em, err := st.GetOutboundEmail(ctx, job.Args.MessageID)
+	em, err := st.GetOutboundEmail(ctx, messageID)
 	if errors.Is(err, store.ErrNotFound) {
-		return river.JobCancel(fmt.Errorf("MessageNotFound: outbound message %d does not exist", job.Args.MessageID))
+		return river.JobCancel(fmt.Errorf("MessageNotFound: outbound message %d does not exist", messageID))
 	}
 	if err != nil {
 		return err
@@ -234,7 +241,7 @@ func (w *EmailWorker) unsendable(ctx context.Context, em *store.OutboundEmail, c
 // settle classifies the attempt per recipient, records it, and tells River
 // what comes next: done, snooze (slow down: no attempt spent), retry with
 // backoff (temporary or uncertain), or stop (permanent).
-func (w *EmailWorker) settle(ctx context.Context, job *river.Job[EmailArgs], em *store.OutboundEmail, to []string, res *mail.Result, relayTroubled bool) error {
+func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *store.OutboundEmail, to []string, res *mail.Result, relayTroubled bool) error {
 	outcome := mail.Classify(res, to)
 	if outcome.LastError != "" {
 		em.LastError = &outcome.LastError // what a delay notice reports

@@ -190,10 +190,14 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 			return nil, fmt.Errorf("register autoclose worker: %w", err)
 		}
 		if config.Relay != nil {
-			if err := river.AddWorkerSafely(workers, &EmailWorker{pool: pool, relay: config.Relay,
+			email := &EmailWorker{pool: pool, relay: config.Relay,
 				backoff: config.EmailBackoff, logger: config.Logger, timeout: config.EmailTimeout,
-				giveUpAfter: config.EmailGiveUpAfter, delayNotice: config.EmailDelayNotice}); err != nil {
+				giveUpAfter: config.EmailGiveUpAfter, delayNotice: config.EmailDelayNotice}
+			if err := river.AddWorkerSafely(workers, email); err != nil {
 				return nil, fmt.Errorf("register email worker: %w", err)
+			}
+			if err := river.AddWorkerSafely(workers, &NotifyWorker{email: email}); err != nil {
+				return nil, fmt.Errorf("register notify worker: %w", err)
 			}
 		}
 		queues = map[string]river.QueueConfig{
@@ -266,6 +270,12 @@ func (q *Queue) EnqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64) 
 	if q.config.Relay == nil {
 		return 0, desk.ErrNoRelay
 	}
+	return q.enqueueEmailTx(ctx, tx, messageID)
+}
+
+var errNoRelayForNotify = desk.ErrNoRelay
+
+func (q *Queue) enqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64) (int64, error) {
 	res, err := q.Client.InsertTx(ctx, tx, EmailArgs{MessageID: messageID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
 	if err != nil {
 		return 0, fmt.Errorf("enqueue email %d: %w", messageID, err)

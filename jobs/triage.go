@@ -53,6 +53,7 @@ type TriageWorker struct {
 	pool     *pgxpool.Pool
 	provider *provider.Client
 	gate     *providerGate
+	notifier Notifier // nil: nobody is told
 	// autoAssign gives the ticket to its team's least busy agent with the classify result.
 	autoAssign bool
 	backoff    Backoff
@@ -226,6 +227,12 @@ func (w *TriageWorker) save(ctx context.Context, job *river.Job[TriageArgs], tas
 			}
 		}
 		if last {
+			// The ticket's agents hear of it once, with the job's completion.
+			if w.notifier != nil {
+				if err := w.notifier.NotifyTx(ctx, tx, job.Args.TicketID, job.ID); err != nil {
+					return err
+				}
+			}
 			if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 				return fmt.Errorf("complete job %d: %w", job.ID, err)
 			}

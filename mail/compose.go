@@ -97,6 +97,15 @@ type Outgoing struct {
 	ThreadRoot  string   // the ticket's root Message-ID, for Thread-Index
 	ThreadStart time.Time
 	Body        string
+
+	// For mail to agents: a Subject as is (not "Re: … [#T-…]"), a Reply-To,
+	// an HTML part beside the text, and the marks of a machine's mail
+	// (Auto-Submitted: auto-generated, X-Auto-Response-Suppress: All) that
+	// keep out-of-office answers away.
+	SubjectLine string
+	ReplyTo     *Address
+	HTML        string
+	Automatic   bool
 }
 
 // Render writes the message with go-message: headers folded under 78
@@ -133,7 +142,17 @@ func (o *Outgoing) Render() ([]byte, error) {
 	if len(o.Cc) > 0 {
 		h.SetAddressList("Cc", o.Cc)
 	}
-	h.SetSubject(ReplySubject(o.Subject, o.TicketID))
+	if o.SubjectLine != "" {
+		h.SetSubject(oneLine(o.SubjectLine))
+	} else {
+		h.SetSubject(ReplySubject(o.Subject, o.TicketID))
+	}
+	if o.ReplyTo != nil {
+		if _, err := ParseAddress(o.ReplyTo.String()); err != nil {
+			return nil, fmt.Errorf("render: Reply-To: %w", err)
+		}
+		h.SetAddressList("Reply-To", []*Address{o.ReplyTo})
+	}
 	h.SetMessageID(bare(o.MessageID))
 	if o.InReplyTo != "" {
 		h.SetMsgIDList("In-Reply-To", []string{bare(o.InReplyTo)})
@@ -149,18 +168,49 @@ func (o *Outgoing) Render() ([]byte, error) {
 		h.SetText("Thread-Topic", oneLine(o.Subject))
 		h.Set("Thread-Index", ThreadIndex(o.ThreadRoot, o.ThreadStart, o.Date))
 	}
-	h.Set("Auto-Submitted", "no") // a person wrote it (RFC 3834)
-	h.SetContentType("text/plain", map[string]string{"charset": "utf-8"})
+	if o.Automatic {
+		// RFC 3834 §5: a machine wrote it; and Exchange's way of saying
+		// "no out-of-office answers, please".
+		h.Set("Auto-Submitted", "auto-generated")
+		h.Set("X-Auto-Response-Suppress", "All")
+	} else {
+		h.Set("Auto-Submitted", "no") // a person wrote it (RFC 3834)
+	}
 
 	var buf bytes.Buffer
-	w, err := gomail.CreateSingleInlineWriter(&buf, h)
+	if o.HTML == "" {
+		h.SetContentType("text/plain", map[string]string{"charset": "utf-8"})
+		w, err := gomail.CreateSingleInlineWriter(&buf, h)
+		if err != nil {
+			return nil, fmt.Errorf("render: %w", err)
+		}
+		if _, err := io.WriteString(w, o.Body); err != nil {
+			return nil, fmt.Errorf("render: %w", err)
+		}
+		if err := w.Close(); err != nil {
+			return nil, fmt.Errorf("render: %w", err)
+		}
+		return buf.Bytes(), nil
+	}
+	mw, err := gomail.CreateInlineWriter(&buf, h) // multipart/alternative
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}
-	if _, err := io.WriteString(w, o.Body); err != nil {
-		return nil, fmt.Errorf("render: %w", err)
+	for _, part := range []struct{ mediaType, body string }{{"text/plain", o.Body}, {"text/html", o.HTML}} {
+		var ph gomail.InlineHeader
+		ph.SetContentType(part.mediaType, map[string]string{"charset": "utf-8"})
+		pw, err := mw.CreatePart(ph)
+		if err != nil {
+			return nil, fmt.Errorf("render: %w", err)
+		}
+		if _, err := io.WriteString(pw, part.body); err != nil {
+			return nil, fmt.Errorf("render: %w", err)
+		}
+		if err := pw.Close(); err != nil {
+			return nil, fmt.Errorf("render: %w", err)
+		}
 	}
-	if err := w.Close(); err != nil {
+	if err := mw.Close(); err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}
 	return buf.Bytes(), nil

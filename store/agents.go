@@ -84,6 +84,20 @@ func (s *Store) ListAgents(ctx context.Context) ([]*Agent, error) {
 	return list, nil
 }
 
+// TeamAgents returns the active agents of a team, by name.
+func (s *Store) TeamAgents(ctx context.Context, team string) ([]*Agent, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+agentColumns+` FROM agents a JOIN agent_teams t ON t.agent = a.name
+		WHERE t.team = $1 AND a.disabled_at IS NULL ORDER BY a.name`, team)
+	if err != nil {
+		return nil, fmt.Errorf("agents of %s: %w", team, err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Agent, error) { return scanAgent(row) })
+	if err != nil {
+		return nil, fmt.Errorf("agents of %s: %w", team, err)
+	}
+	return list, nil
+}
+
 // DisableAgent stops the agent working: its keys answer 401 from the next
 // request, and assignment passes it by. ErrNotFound for an unknown agent.
 func (s *Store) DisableAgent(ctx context.Context, name string) error {

@@ -17,7 +17,18 @@ const (
 	DirectionInbound  = "inbound"  // from the customer
 	DirectionOutbound = "outbound" // an agent's reply to the customer
 	DirectionNote     = "note"     // internal, never sent
+	// The agent side: the service's mail to agents about the ticket, and
+	// an agent's mail as it came in. Never shown to the customer, never in
+	// the customer's thread.
+	DirectionNotification = "notification"
+	DirectionAgentEmail   = "agent_email"
 )
+
+// Public reports whether the customer sees messages of this direction:
+// their own and the agents' replies.
+func Public(direction string) bool {
+	return direction == DirectionInbound || direction == DirectionOutbound
+}
 
 // AuthorSystem writes the notes that the service itself adds to a ticket,
 // such as "this reply is delayed".
@@ -110,6 +121,26 @@ func gzipBytes(b []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// NotificationIDs returns the Message-IDs of the ticket's earlier mail to
+// agents, oldest first (the first and the newest 20): the agent-side thread.
+func (s *Store) NotificationIDs(ctx context.Context, ticketID string) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT email_message_id FROM (
+			(SELECT email_message_id, created_at, id FROM messages WHERE ticket_id = $1 AND direction = 'notification'
+			 ORDER BY created_at, id LIMIT 1)
+			UNION
+			(SELECT email_message_id, created_at, id FROM messages WHERE ticket_id = $1 AND direction = 'notification'
+			 ORDER BY created_at DESC, id DESC LIMIT 20)) n
+		ORDER BY created_at, id`, ticketID)
+	if err != nil {
+		return nil, fmt.Errorf("notifications of %s: %w", ticketID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("notifications of %s: %w", ticketID, err)
+	}
+	return ids, nil
+}
+
 // ListMessages returns a ticket's messages, oldest first.
 func (s *Store) ListMessages(ctx context.Context, ticketID string) ([]*Message, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE ticket_id = $1 ORDER BY created_at, id`, ticketID)
@@ -147,8 +178,11 @@ const threadWindow = 100
 func (s *Store) ReplyThread(ctx context.Context, reply *Message) (*ThreadIDs, error) {
 	// Each part repeats the filter rather than sharing a CTE: a CTE used
 	// three times is materialised, which reads the whole ticket.
+	// Only the customer's side of the ticket: agent-side Message-IDs
+	// (notifications, agents' mail) never appear in mail to the customer.
 	const earlier = `FROM messages
-		WHERE ticket_id = $1 AND email_message_id IS NOT NULL AND id <> $2 AND created_at <= $3`
+		WHERE ticket_id = $1 AND email_message_id IS NOT NULL AND id <> $2 AND created_at <= $3
+		  AND direction IN ('inbound', 'outbound')`
 	rows, err := s.db.Query(ctx, `
 		(SELECT 'root', email_message_id, created_at, id `+earlier+` ORDER BY created_at, id LIMIT 1)
 		UNION ALL

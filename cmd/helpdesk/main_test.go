@@ -57,6 +57,8 @@ func TestConfigErrorsNameTheVariableAndStopTheStart(t *testing.T) {
 		{"EmailMaxAttemptsZero", "HELPDESK_EMAIL_MAX_ATTEMPTS", "0", "HELPDESK_EMAIL_MAX_ATTEMPTS"},
 		{"InboundLMTPNotABoolean", "HELPDESK_INBOUND_LMTP", "yes", "HELPDESK_INBOUND_LMTP (-inbound-lmtp)"},
 		{"InboundAddrWithoutPort", "HELPDESK_INBOUND_ADDR", "127.0.0.1", "HELPDESK_INBOUND_ADDR (-inbound-addr)"},
+		{"InboundWithoutAReplySecret", "HELPDESK_INBOUND_ADDR", "127.0.0.1:2525", "HELPDESK_REPLY_SECRET (-reply-secret) is not set"},
+		{"ReplySecretTooShort", "HELPDESK_REPLY_SECRET", "short", "HELPDESK_REPLY_SECRET (-reply-secret)"},
 		{"InboundDomainsNotDomains", "HELPDESK_INBOUND_DOMAINS", "example.com,not a domain", "HELPDESK_INBOUND_DOMAINS"},
 		{"IdempotencyRetentionNotADuration", "HELPDESK_IDEMPOTENCY_RETENTION", "1 day", "HELPDESK_IDEMPOTENCY_RETENTION"},
 		{"DatabaseURLMissing", "DATABASE_URL", "", "DATABASE_URL (-database-url) is not set"},
@@ -282,7 +284,7 @@ func TestServeReceivesMailWhenAnInboundAddressIsSet(t *testing.T) {
 	ln.Close()
 	_, stop := startServe(t, map[string]string{
 		"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_MAIL_DOMAIN": "helpdesk.example.com",
-		"HELPDESK_INBOUND_ADDR": inboundAddr,
+		"HELPDESK_INBOUND_ADDR": inboundAddr, "HELPDESK_REPLY_SECRET": "a-test-secret-of-enough-length",
 	})
 
 	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "mail", "gmail_new_ticket.eml"))

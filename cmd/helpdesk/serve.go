@@ -50,6 +50,8 @@ type serveConfig struct {
 	RescueAfter      time.Duration // a job still running this long after it started is handed to another worker
 
 	Breaker        jobs.BreakerConfig
+	ReplySecret    string   // signs the Reply-To of mail to agents
+	ReplyPrevious  []string // still accepted, for a rotation
 	AutoAssign     bool
 	AutocloseAfter time.Duration
 	APIRate        float64 // requests a second per API key
@@ -147,6 +149,8 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	autoAssign := fs.setting("autoassign", "HELPDESK_AUTOASSIGN", "1", "1: triage gives each ticket to the least busy active agent of its team; 0: nobody is assigned automatically")
 	autoclose := fs.setting("autoclose-after", "HELPDESK_AUTOCLOSE_AFTER", "168h", "a solved ticket closes after this long without a word from the customer")
 	apiBurst := fs.setting("api-burst", "HELPDESK_API_BURST", "40", "requests per API key at once before the rate applies")
+	replySecret := fs.setting("reply-secret", "HELPDESK_REPLY_SECRET", "", "signs the reply addresses of mail to agents (at least 16 characters); required with inbound mail")
+	replyPrevious := fs.setting("reply-secret-previous", "HELPDESK_REPLY_SECRET_PREVIOUS", "", "earlier secrets, comma-separated, still accepted while replies to old notifications come in")
 	inboundAddr := fs.setting("inbound-addr", "HELPDESK_INBOUND_ADDR", "", "address of the inbound SMTP (or LMTP) listener; unset: none")
 	inboundLMTP := fs.setting("inbound-lmtp", "HELPDESK_INBOUND_LMTP", "0", "1: speak LMTP on the inbound listener, for a Postfix in front")
 	inboundMax := fs.setting("inbound-max-bytes", "HELPDESK_INBOUND_MAX_BYTES", "26214400", "largest inbound message; larger ones get 552 5.3.4")
@@ -198,6 +202,15 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		APIBurst:       positiveInt(&e, apiBurst),
 		AutoAssign:     autoAssign.val == "1",
 		AutocloseAfter: duration(&e, autoclose),
+	}
+	cfg.ReplySecret = replySecret.val
+	if cfg.ReplySecret != "" && len(cfg.ReplySecret) < 16 {
+		e.keep(replySecret.fail("a secret of at least 16 characters"))
+	}
+	for _, p := range strings.Split(replyPrevious.val, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			cfg.ReplyPrevious = append(cfg.ReplyPrevious, p)
+		}
 	}
 	if v := autoAssign.val; v != "0" && v != "1" {
 		e.keep(autoAssign.fail("1 or 0"))
@@ -262,6 +275,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	}
 	if e.err == nil && cfg.EmailRetryCap < cfg.EmailRetryBase {
 		e.keep(emailCap.fail(fmt.Sprintf("at least HELPDESK_EMAIL_RETRY_BASE (%s)", cfg.EmailRetryBase)))
+	}
+	if e.err == nil && cfg.InboundAddr != "" && cfg.ReplySecret == "" {
+		e.keep(usageErrorf("HELPDESK_REPLY_SECRET (-reply-secret) is not set: with inbound mail (HELPDESK_INBOUND_ADDR) agents answer notifications " +
+			"at signed addresses, and the secret signs them; set one of at least 16 random characters"))
 	}
 	if e.err == nil && cfg.SMTPURL != "" {
 		if _, err := mail.NewRelay(mail.RelayConfig{URL: cfg.SMTPURL}); err != nil {
@@ -368,7 +385,16 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	if err != nil {
 		return err
 	}
-	cases := desk.New(pool, queue, desk.Config{MailDomain: cfg.MailDomain, From: cfg.From})
+	var replies *mail.ReplyAddresses
+	if cfg.ReplySecret != "" {
+		local, domain, _ := strings.Cut(cfg.From.Address, "@")
+		replies = &mail.ReplyAddresses{Local: local, Domain: domain, Secret: []byte(cfg.ReplySecret)}
+		for _, p := range cfg.ReplyPrevious {
+			replies.Previous = append(replies.Previous, []byte(p))
+		}
+	}
+	cases := desk.New(pool, queue, desk.Config{MailDomain: cfg.MailDomain, From: cfg.From, ReplyAddresses: replies})
+	queue.SetNotifier(cases)
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -382,6 +408,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 
 	if cfg.InboundAddr != "" {
 		receiver := inbound.NewReceiver(pool, cases, cfg.InboundDomains, logger)
+		receiver.SetReplyAddresses(replies)
 		inboundServer := inbound.NewServer(receiver, inbound.ServerConfig{Domain: cfg.MailDomain, LMTP: cfg.InboundLMTP,
 			MaxBytes: int64(cfg.InboundMaxBytes), MessageTimeout: cfg.InboundTimeout, MaxSessions: cfg.InboundMaxSessions})
 		inboundLn, err := net.Listen("tcp", cfg.InboundAddr)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"helpdesk/desk"
+	"helpdesk/mail"
 	"helpdesk/store"
 )
 
@@ -20,7 +21,12 @@ type Receiver struct {
 	desk    *desk.Desk
 	domains []string // the support domains, lower case
 	logger  *slog.Logger
+	replies *mail.ReplyAddresses // nil: no agent answers by mail
 }
+
+// SetReplyAddresses lets agents answer notifications by mail: mail to a
+// signed address that verifies, from that agent, is the agent's answer.
+func (rc *Receiver) SetReplyAddresses(r *mail.ReplyAddresses) { rc.replies = r }
 
 // NewReceiver returns a receiver for mail to the given support domains.
 func NewReceiver(pool *pgxpool.Pool, d *desk.Desk, domains []string, logger *slog.Logger) *Receiver {
@@ -93,6 +99,9 @@ func (rc *Receiver) file(ctx context.Context, tx pgx.Tx, msg *Message, rcpts []s
 	}
 	if msg.Report != nil {
 		return rc.bounce(ctx, st, msg)
+	}
+	if out, handled, err := rc.agentAnswer(ctx, tx, msg, rcpts, raw); handled || err != nil {
+		return out, err
 	}
 	if msg.From == "" {
 		return nil, ErrNoSender
@@ -223,6 +232,54 @@ func (rc *Receiver) bounce(ctx context.Context, st *store.Store, msg *Message) (
 		return &Outcome{Kind: "ignored"}, nil
 	}
 	return &Outcome{Kind: "bounce"}, nil
+}
+
+// agentAnswer handles mail to a signed reply address: an agent's answer to
+// a notification. It is the agent's only when the MAC verifies, the From is
+// that agent's address and the agent is active; otherwise the mail is
+// handled by the customer rules, and the reason is logged, so that a forged
+// answer never reaches a customer. An automatic answer (out of office) to a
+// notification is dropped: stored as nothing, answered with nothing.
+func (rc *Receiver) agentAnswer(ctx context.Context, tx pgx.Tx, msg *Message, rcpts []string, raw []byte) (*Outcome, bool, error) {
+	if rc.replies == nil {
+		return nil, false, nil
+	}
+	for _, r := range rcpts {
+		ticketID, name, signed, err := rc.replies.Parse(r)
+		if !signed {
+			continue
+		}
+		if msg.Automatic {
+			rc.logger.InfoContext(ctx, "automatic answer to a notification dropped", slog.String("ticket_id", ticketID), slog.String("from", msg.From))
+			return &Outcome{Kind: "ignored", TicketID: ticketID}, true, nil
+		}
+		refuse := func(reason string) (*Outcome, bool, error) {
+			rc.logger.WarnContext(ctx, "mail to an agent's reply address is not that agent's: handled as a customer's",
+				slog.String("reason", reason), slog.String("ticket_id", ticketID), slog.String("agent", name), slog.String("from", msg.From))
+			return nil, false, nil
+		}
+		if err != nil {
+			return refuse("the signature does not verify")
+		}
+		agent, err := store.New(tx).GetAgent(ctx, name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return refuse("no such agent")
+		case err != nil:
+			return nil, false, err
+		case !agent.Active():
+			return refuse("the agent is disabled")
+		case !strings.EqualFold(agent.Email, msg.From):
+			return refuse("the sender is not the agent")
+		}
+		out, err := rc.desk.AgentReplyTx(ctx, tx, &desk.AgentMail{TicketID: ticketID, Agent: agent, Text: mail.NewText(msg.Text),
+			EmailMessageID: msg.MessageID, Raw: raw})
+		if err != nil {
+			return nil, true, err
+		}
+		return &Outcome{Kind: "agent_" + out.Kind, TicketID: ticketID, MessageID: out.MessageID, Matched: "reply_address"}, true, nil
+	}
+	return nil, false, nil
 }
 
 // truncateRunes keeps the first n characters of s.
