@@ -33,6 +33,27 @@ var (
 // quote (bottom-posting) keeps its own lines and loses the quoted ones.
 func NewText(text string) string {
 	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+	if above := textAbove(lines); above != "" {
+		return above
+	}
+	// Nothing above the quote: the reply is below it (Thunderbird's and
+	// mutt's default). Keep the lines that are not quoted.
+	var out []string
+	for _, line := range lines {
+		trimmed := strings.TrimSpace(line)
+		if line == "--" || line == "-- " {
+			break
+		}
+		if strings.HasPrefix(trimmed, ">") || onWrote.MatchString(trimmed) || otherWrote.MatchString(trimmed) || wroteTail.MatchString(trimmed) {
+			continue
+		}
+		out = append(out, strings.TrimRight(line, " \t"))
+	}
+	return strings.TrimSpace(strings.Join(out, "\n"))
+}
+
+// textAbove is the text above the first line where quoted history begins.
+func textAbove(lines []string) string {
 	var out []string
 cut:
 	for i := 0; i < len(lines); i++ {

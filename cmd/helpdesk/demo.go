@@ -154,7 +154,6 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 		return nil, err
 	}
 	defer smtpServer.Close()
-	smtpServer.Script(smtptest.Fault{DropAfterBody: true})
 	relay, err := mail.NewRelay(mail.RelayConfig{URL: smtpServer.URL(), HeloName: "helpdesk.example.com",
 		CommandTimeout: 2 * time.Second, BodyTimeout: 2 * time.Second, ReplyTimeout: 2 * time.Second})
 	if err != nil {
@@ -169,7 +168,11 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 	if err != nil {
 		return nil, err
 	}
-	apiURL, stopAPI, err := startDemoAPI(pool, queue, desk.New(pool, queue, desk.Config{MailDomain: "helpdesk.example.com"}), logger)
+	replies := &mail.ReplyAddresses{Local: "support", Domain: "helpdesk.example.com", Secret: []byte("the demo's reply secret, not for use")}
+	from := &mail.Address{Name: "Example Support", Address: "support@helpdesk.example.com"}
+	cases := desk.New(pool, queue, desk.Config{MailDomain: "helpdesk.example.com", From: from, ReplyAddresses: replies})
+	queue.SetNotifier(cases)
+	apiURL, stopAPI, err := startDemoAPI(pool, queue, cases, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +265,12 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 	expect("counts at the end", res.AfterAll, store.Counts{Tickets: 1, Jobs: 1, AIResults: 3})
 	expect("provider calls", total, 3)
 
+	// The agents' notifications of part 2 go out first; then the relay loses
+	// the acknowledgement of the next mail, which is part 3's reply.
+	if err := awaitIdle(ctx, pool, jobs.NotifyArgs{}.Kind()); err != nil {
+		return nil, err
+	}
+	smtpServer.Script(smtptest.Fault{DropAfterBody: true})
 	fmt.Fprintln(out, "Part 3: an agent's reply whose first send loses its acknowledgement")
 	agentKey, err := createAPIKey(ctx, store.New(pool), api.Actor{Kind: "agent", ID: "alice"})
 	if err != nil {
@@ -274,7 +283,7 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 	if _, err := awaitJob(ctx, queue, res.Reply.JobID, jobs.StateSucceeded, 10*time.Second); err != nil {
 		return nil, err
 	}
-	for i, d := range smtpServer.Deliveries() {
+	for i, d := range deliveriesTo(smtpServer, "viktor.horvat@example.com") {
 		h, err := deliveredHeaders(d.Raw)
 		if err != nil {
 			return nil, err
@@ -300,6 +309,10 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 		for _, h := range res.Deliveries {
 			expect("the reply cites itself", slices.Contains(append(h.References, h.InReplyTo), h.MessageID), false)
 		}
+	}
+
+	if err := agentRoundTrip(ctx, out, pool, queue, cases, replies, smtpServer, expect, logger); err != nil {
+		return nil, err
 	}
 
 	fmt.Fprintf(out, "Done in %.1fs.\n", time.Since(start).Seconds())
