@@ -219,60 +219,58 @@ func (d *Desk) ChangeTicket(ctx context.Context, actor, ticketID string, c *Chan
 
 // changeTx applies a change to a ticket locked by the caller's transaction.
 func (d *Desk) changeTx(ctx context.Context, st *store.Store, t *store.Ticket, actor string, c *Change) error {
-	{
-		if c.Status != nil && !CanChangeStatus(t.Status, *c.Status) {
-			return fmt.Errorf("%w: %s → %s", ErrInvalidTransition, t.Status, *c.Status)
-		}
-		if c.Assignee != nil && *c.Assignee != "" {
-			a, err := st.GetAgent(ctx, *c.Assignee)
-			if err != nil || !a.Active() {
-				return fmt.Errorf("%w: %q", ErrUnknownAgent, *c.Assignee)
-			}
-		}
-		if c.Team != nil {
-			teams, err := st.Teams(ctx)
-			if err != nil {
-				return err
-			}
-			if !slices.Contains(teams, *c.Team) {
-				return fmt.Errorf("%w: %q (teams: %v)", ErrUnknownTeam, *c.Team, teams)
-			}
-		}
-		if c.Status != nil && *c.Status != t.Status {
-			if err := setStatus(ctx, st, t, actor, *c.Status); err != nil {
-				return err
-			}
-		}
-		if c.Assignee != nil && *c.Assignee != deref(t.Assignee) {
-			if err := st.SetTicketAssignee(ctx, t.ID, *c.Assignee); err != nil {
-				return err
-			}
-			if err := event(ctx, st, t.ID, actor, "assignee", deref(t.Assignee), *c.Assignee); err != nil {
-				return err
-			}
-		}
-		if c.Team != nil && *c.Team != deref(t.Team) {
-			if err := st.SetTicketTeam(ctx, t.ID, *c.Team); err != nil {
-				return err
-			}
-			if err := event(ctx, st, t.ID, actor, "team", deref(t.Team), *c.Team); err != nil {
-				return err
-			}
-		}
-		if c.Priority != nil && (t.Priority == nil || int(*t.Priority) != *c.Priority) {
-			if err := st.SetTicketPriority(ctx, t.ID, *c.Priority); err != nil {
-				return err
-			}
-			from := ""
-			if t.Priority != nil {
-				from = strconv.Itoa(int(*t.Priority))
-			}
-			if err := event(ctx, st, t.ID, actor, "priority", from, strconv.Itoa(*c.Priority)); err != nil {
-				return err
-			}
-		}
-		return nil
+	if c.Status != nil && !CanChangeStatus(t.Status, *c.Status) {
+		return fmt.Errorf("%w: %s → %s", ErrInvalidTransition, t.Status, *c.Status)
 	}
+	if c.Assignee != nil && *c.Assignee != "" {
+		a, err := st.GetAgent(ctx, *c.Assignee)
+		if err != nil || !a.Active() {
+			return fmt.Errorf("%w: %q", ErrUnknownAgent, *c.Assignee)
+		}
+	}
+	if c.Team != nil {
+		teams, err := st.Teams(ctx)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(teams, *c.Team) {
+			return fmt.Errorf("%w: %q (teams: %v)", ErrUnknownTeam, *c.Team, teams)
+		}
+	}
+	if c.Status != nil && *c.Status != t.Status {
+		if err := setStatus(ctx, st, t, actor, *c.Status); err != nil {
+			return err
+		}
+	}
+	if c.Assignee != nil && *c.Assignee != deref(t.Assignee) {
+		if err := st.SetTicketAssignee(ctx, t.ID, *c.Assignee); err != nil {
+			return err
+		}
+		if err := event(ctx, st, t.ID, actor, "assignee", deref(t.Assignee), *c.Assignee); err != nil {
+			return err
+		}
+	}
+	if c.Team != nil && *c.Team != deref(t.Team) {
+		if err := st.SetTicketTeam(ctx, t.ID, *c.Team); err != nil {
+			return err
+		}
+		if err := event(ctx, st, t.ID, actor, "team", deref(t.Team), *c.Team); err != nil {
+			return err
+		}
+	}
+	if c.Priority != nil && (t.Priority == nil || int(*t.Priority) != *c.Priority) {
+		if err := st.SetTicketPriority(ctx, t.ID, *c.Priority); err != nil {
+			return err
+		}
+		from := ""
+		if t.Priority != nil {
+			from = strconv.Itoa(int(*t.Priority))
+		}
+		if err := event(ctx, st, t.ID, actor, "priority", from, strconv.Itoa(*c.Priority)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // setStatus changes the status with its event.

@@ -67,7 +67,7 @@ func agentRoundTrip(ctx context.Context, out io.Writer, pool *pgxpool.Pool, queu
 // demoMail is a delivered mail as the demo shows it.
 type demoMail struct {
 	messageID, inReplyTo, subject, replyTo, from, text string
-	references                                       []string
+	references                                         []string
 }
 
 // awaitDelivery waits for the n-th mail to the address at the relay.
