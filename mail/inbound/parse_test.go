@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"helpdesk/mail/inbound"
 )
@@ -139,10 +140,14 @@ func TestParseIDList(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	entries, _ := os.ReadDir(filepath.Join("..", "..", "testdata", "mail"))
-	for _, e := range entries {
-		f.Add(fixture(f, e.Name()))
-	}
+	root := filepath.Join("..", "..", "testdata", "mail")
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(root, path)
+			f.Add(fixture(f, rel))
+		}
+		return nil
+	})
 	rc := inbound.NewReceiver(nil, nil, []string{"helpdesk.example.com"}, nil)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		m, err := inbound.Parse(raw)
@@ -160,6 +165,12 @@ func FuzzParse(f *testing.F) {
 		for _, id := range append(m.InReplyTo, m.References...) {
 			if strings.ContainsAny(id, " \r\n") {
 				t.Errorf("id %q", id)
+			}
+		}
+		// Everything stored is text PostgreSQL takes: valid UTF-8, no NUL.
+		for _, s := range append(append([]string{m.MessageID, m.From, m.FromName, m.Subject, m.Text}, m.InReplyTo...), m.References...) {
+			if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+				t.Errorf("stored text %q is not clean", s)
 			}
 		}
 	})
