@@ -71,7 +71,7 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx pgx.Tx, p *ReplyParams) (*s
 	for _, cc := range p.Cc {
 		if !seen[strings.ToLower(cc.Address)] {
 			seen[strings.ToLower(cc.Address)] = true
-			recipients = append(recipients, store.Recipient{Address: cc.Address, Kind: "cc"})
+			recipients = append(recipients, store.Recipient{Address: cc.Address, Name: cc.Name, Kind: "cc"})
 		}
 	}
 	if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -202,11 +203,17 @@ func (w *EmailWorker) render(ctx context.Context, em *store.OutboundEmail) (*sto
 		MessageID: *msg.EmailMessageID, InReplyTo: thread.Parent, References: mail.References(thread.Earlier),
 		ThreadRoot: thread.Root, ThreadStart: ticket.CreatedAt, Body: msg.Body,
 	}
+	// Answers come back to the ticket's plus-address (matched on the way
+	// in), so a client that drops In-Reply-To still threads.
+	if local, domain, ok := strings.Cut(from.Address, "@"); ok {
+		out.ReplyTo = &mail.Address{Name: from.Name, Address: local + "+" + ticket.ID + "@" + domain}
+	}
 	for _, r := range em.Recipients {
 		a, err := mail.ParseAddress(r.Address)
 		if err != nil {
 			return nil, w.unsendable(ctx, em, err)
 		}
+		a.Name = r.Name
 		if r.Kind == "to" {
 			a.Name = customer.Name
 			out.To = append(out.To, a)

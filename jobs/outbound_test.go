@@ -337,3 +337,26 @@ func TestOutboundEmail(t *testing.T) {
 		}
 	})
 }
+
+func TestReplyHeaders(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t)
+	q := b.start(t)
+	ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
+	_, jobID := b.Reply(t, q, ticketID, "Hello back.", "Dana Scully <dana@example.com>")
+	jobstest.WaitFor(t, q, jobID, jobs.StateSucceeded, 10*time.Second)
+	p := parse(t, b.smtp.Deliveries()[0].Raw)
+
+	t.Run("CcKeepsItsDisplayName", func(t *testing.T) {
+		cc, err := p.header.AddressList("Cc")
+		if err != nil || len(cc) != 1 || cc[0].Name != "Dana Scully" || cc[0].Address != "dana@example.com" {
+			t.Errorf("Cc %v (%v), want Dana Scully <dana@example.com>", cc, err)
+		}
+	})
+	t.Run("ReplyToIsTheTicketsPlusAddress", func(t *testing.T) {
+		rt, err := p.header.AddressList("Reply-To")
+		if err != nil || len(rt) != 1 || rt[0].Address != "support+"+ticketID+"@helpdesk.example.com" {
+			t.Errorf("Reply-To %v (%v), want support+%s@helpdesk.example.com", rt, err, ticketID)
+		}
+	})
+}

@@ -2,6 +2,8 @@ package mail_test
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
@@ -156,5 +158,27 @@ func TestParseAddress(t *testing.T) {
 	}
 	if a, err := mail.ParseAddress("Ada Lovelace <ada@example.com>"); err != nil || a.Address != "ada@example.com" {
 		t.Errorf("%v %v", a, err)
+	}
+}
+
+func TestThreadIndexTellsTimesApart(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 3, 10, 15, 0, 0, time.UTC)
+	a := mail.ThreadIndex("<root@example.com>", start, start.Add(time.Second))
+	b := mail.ThreadIndex("<root@example.com>", start, start.Add(2*time.Second))
+	if a == b {
+		t.Errorf("two replies a second apart carry the same Thread-Index %s", a)
+	}
+	c := mail.ThreadIndex("<root@example.com>", start.Add(time.Second), start.Add(2*time.Second))
+	if a[:8] == c[:8] {
+		t.Errorf("two threads started a second apart share the header's time: %s and %s", a, c)
+	}
+	// The header's time is FILETIME: 100ns units since 1601, big-endian.
+	raw, _ := base64.StdEncoding.DecodeString(a)
+	var ft [8]byte
+	copy(ft[:6], raw[:6])
+	got := time.Unix(int64(binary.BigEndian.Uint64(ft[:])/10_000_000)-11644473600, 0).UTC()
+	if d := got.Sub(start); d < -time.Second || d > time.Second {
+		t.Errorf("the header's time reads %s, want about %s", got, start)
 	}
 }

@@ -7,11 +7,16 @@ import (
 	"time"
 )
 
-// fileTimeEpoch is 1601-01-01, where Windows' FILETIME counts from in 100ns units.
-var fileTimeEpoch = time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC)
+// unixToFileTime is the seconds from 1601-01-01, where Windows' FILETIME
+// counts from in 100ns units, to 1970-01-01.
+const unixToFileTime = 11644473600
 
+// fileTime is t as a FILETIME. It counts from Unix time rather than with
+// t.Sub(1601-01-01): a time.Duration holds only 292 years, so that
+// difference saturates for every date after 1893 and all threads would get
+// the same timestamp.
 func fileTime(t time.Time) uint64 {
-	return uint64(t.Sub(fileTimeEpoch) / 100) // time.Duration is ns; overflow is after year 2185
+	return uint64(t.Unix()+unixToFileTime)*10_000_000 + uint64(t.Nanosecond()/100)
 }
 
 // ThreadIndex derives Outlook's Thread-Index ([MS-OXOMSG] §2.2.1.3) from

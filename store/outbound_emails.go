@@ -53,7 +53,8 @@ type OutboundEmail struct {
 // Recipient is one address of an outbound message and what happened to it.
 type Recipient struct {
 	Address      string     `json:"address"`
-	Kind         string     `json:"kind"` // to or cc
+	Name         string     `json:"name,omitempty"` // the display name, for cc
+	Kind         string     `json:"kind"`           // to or cc
 	State        string     `json:"state"`
 	SMTPCode     *int       `json:"smtp_code"`
 	SMTPEnhanced *string    `json:"smtp_enhanced"`
@@ -75,8 +76,8 @@ func (s *Store) InsertOutboundEmail(ctx context.Context, p *InsertOutboundEmailP
 		return fmt.Errorf("insert outbound email %d: %w", p.MessageID, interpretError(err))
 	}
 	for _, r := range p.Recipients {
-		if _, err := s.db.Exec(ctx, `INSERT INTO outbound_recipients (message_id, address, kind) VALUES ($1, $2, $3)`,
-			p.MessageID, r.Address, r.Kind); err != nil {
+		if _, err := s.db.Exec(ctx, `INSERT INTO outbound_recipients (message_id, address, kind, display_name) VALUES ($1, $2, $3, $4)`,
+			p.MessageID, r.Address, r.Kind, r.Name); err != nil {
 			return fmt.Errorf("insert recipient %s of %d: %w", r.Address, p.MessageID, interpretError(err))
 		}
 	}
@@ -148,7 +149,7 @@ func (s *Store) ListOutboundEmails(ctx context.Context, ticketID string) (map[in
 }
 
 func (s *Store) recipients(ctx context.Context, messageIDs []int64) (map[int64][]*Recipient, error) {
-	rows, err := s.db.Query(ctx, `SELECT message_id, address, kind, state, smtp_code, smtp_enhanced, smtp_text, sent_at
+	rows, err := s.db.Query(ctx, `SELECT message_id, address, display_name, kind, state, smtp_code, smtp_enhanced, smtp_text, sent_at
 		FROM outbound_recipients WHERE message_id = ANY($1) ORDER BY message_id, kind DESC, address`, messageIDs)
 	if err != nil {
 		return nil, fmt.Errorf("list recipients: %w", err)
@@ -158,7 +159,7 @@ func (s *Store) recipients(ctx context.Context, messageIDs []int64) (map[int64][
 	for rows.Next() {
 		var id int64
 		var r Recipient
-		if err := rows.Scan(&id, &r.Address, &r.Kind, &r.State, &r.SMTPCode, &r.SMTPEnhanced, &r.SMTPText, &r.SentAt); err != nil {
+		if err := rows.Scan(&id, &r.Address, &r.Name, &r.Kind, &r.State, &r.SMTPCode, &r.SMTPEnhanced, &r.SMTPText, &r.SentAt); err != nil {
 			return nil, fmt.Errorf("list recipients: %w", err)
 		}
 		out[id] = append(out[id], &r)

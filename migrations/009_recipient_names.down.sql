@@ -1,0 +1,1 @@
+ALTER TABLE outbound_recipients DROP COLUMN display_name;
