@@ -160,7 +160,7 @@ func (w *EmailWorker) giveUp(ctx context.Context, em *store.OutboundEmail, age t
 	attempt := &store.AttemptResult{LastError: err.Error(), State: store.DeliveryFailed}
 	for _, r := range em.Recipients {
 		switch r.State {
-		case store.RecipientSent:
+		case store.RecipientSent, store.RecipientCaptured:
 			attempt.State = store.DeliveryPartiallySent
 		case store.RecipientPending, store.RecipientUncertain:
 			attempt.Recipients = append(attempt.Recipients, store.RecipientResult{Address: r.Address, State: store.RecipientFailed,
@@ -264,7 +264,7 @@ func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *sto
 			})
 		}
 		switch state {
-		case store.RecipientSent:
+		case store.RecipientSent, store.RecipientCaptured:
 			sent++
 		case store.RecipientFailed:
 			failed++
@@ -298,6 +298,17 @@ func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *sto
 	default:
 		attempt.State = store.DeliveryQueued
 	}
+	if w.relay.Captures() {
+		// Nothing left the machine: say so wherever the state shows.
+		for i, r := range attempt.Recipients {
+			if r.State == store.RecipientSent {
+				attempt.Recipients[i].State = store.RecipientCaptured
+			}
+		}
+		if attempt.State == store.DeliverySent {
+			attempt.State = store.DeliveryCaptured
+		}
+	}
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		if err := store.New(tx).RecordAttempt(ctx, em.MessageID, attempt); err != nil {
 			return err
@@ -317,6 +328,9 @@ func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *sto
 	switch {
 	case attempt.State == store.DeliverySent:
 		log.InfoContext(ctx, "email sent", slog.String("reply", res.Reply))
+		return nil
+	case attempt.State == store.DeliveryCaptured:
+		log.InfoContext(ctx, "email captured, not sent: no relay is configured")
 		return nil
 	case exhausted:
 		return errors.New(outcome.LastError) // River makes it a dead letter

@@ -31,6 +31,10 @@ type RelayConfig struct {
 	ReplyTimeout   time.Duration // the final reply after the body; default 5m
 
 	TLSConfig *tls.Config // nil: verify the server's certificate against the system's roots
+
+	// Captures: the server is the in-process sink of a service without a
+	// relay; what it takes is captured, not sent, and must be shown so.
+	Captures bool
 }
 
 // Relay sends mail to one SMTP server. It is safe for concurrent use; each
@@ -104,6 +108,9 @@ func isLoopback(host string) bool {
 
 // Name identifies the relay for throttling: host:port.
 func (r *Relay) Name() string { return r.addr }
+
+// Captures reports whether mail "sent" through this relay is only captured.
+func (r *Relay) Captures() bool { return r.config.Captures }
 
 // Envelope is the SMTP envelope: MAIL FROM and one RCPT TO per recipient.
 type Envelope struct {

@@ -20,6 +20,8 @@ const (
 	// DeliveryDelayed: still not delivered after the delay notice; it is
 	// still being tried.
 	DeliveryDelayed = "delayed"
+	// DeliveryCaptured: no relay is configured; the mail was kept, not sent.
+	DeliveryCaptured = "captured"
 )
 
 // Recipient states.
@@ -28,6 +30,7 @@ const (
 	RecipientSent      = "sent"
 	RecipientFailed    = "failed"
 	RecipientUncertain = "uncertain" // the body went out and no reply came back
+	RecipientCaptured  = "captured"  // kept, not sent: no relay is configured
 )
 
 // OutboundEmail is the delivery of one outbound message.
@@ -213,7 +216,7 @@ func (s *Store) RecordAttempt(ctx context.Context, messageID int64, r *AttemptRe
 	for _, rr := range r.Recipients {
 		_, err := s.db.Exec(ctx, `UPDATE outbound_recipients
 			SET state = $3, smtp_code = NULLIF($4, 0), smtp_enhanced = NULLIF($5, ''), smtp_text = NULLIF($6, ''),
-			    sent_at = CASE WHEN $3 = 'sent' THEN now() ELSE sent_at END, updated_at = now()
+			    sent_at = CASE WHEN $3 IN ('sent', 'captured') THEN now() ELSE sent_at END, updated_at = now()
 			WHERE message_id = $1 AND address = $2`,
 			messageID, rr.Address, rr.State, rr.SMTPCode, rr.SMTPEnhanced, rr.SMTPText)
 		if err != nil {
@@ -224,7 +227,7 @@ func (s *Store) RecordAttempt(ctx context.Context, messageID int64, r *AttemptRe
 	_, err := s.db.Exec(ctx, `UPDATE outbound_emails
 		SET state = CASE WHEN delayed_at IS NOT NULL AND $2 IN ('queued', 'sending', 'uncertain') THEN 'delayed' ELSE $2 END,
 		    last_error = COALESCE(NULLIF($3, ''), last_error), smtp_reply = COALESCE(NULLIF($4, ''), smtp_reply),
-		    sent_at = CASE WHEN $2 IN ('sent', 'partially_sent') AND sent_at IS NULL THEN now() ELSE sent_at END,
+		    sent_at = CASE WHEN $2 IN ('sent', 'partially_sent', 'captured') AND sent_at IS NULL THEN now() ELSE sent_at END,
 		    updated_at = now()
 		WHERE message_id = $1`, messageID, r.State, r.LastError, r.SMTPReply)
 	if err != nil {

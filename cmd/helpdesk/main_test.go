@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"helpdesk/api"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/jobs/provider/simulator"
@@ -171,6 +172,9 @@ func openPool(t *testing.T, dbURL string) *pgxpool.Pool {
 // serve's result.
 func startServe(t *testing.T, env map[string]string) (addr string, stop func() error) {
 	t.Helper()
+	if _, ok := env["HELPDESK_CAPTURE_DIR"]; !ok && env["HELPDESK_SMTP_URL"] == "" {
+		env["HELPDESK_CAPTURE_DIR"] = t.TempDir()
+	}
 	cfg, err := parseServeConfig(nil, envOf(env), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -321,5 +325,58 @@ func TestProviderCommandShowsTheBreakerAndThePace(t *testing.T) {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("exit %d, output %q (%q): want %q", code, out, stderr, want)
 		}
+	}
+}
+
+func TestWithoutARelayMailIsCapturedNotSent(t *testing.T) {
+	t.Parallel()
+	dbURL := migratedURL(t)
+	pool := openPool(t, dbURL)
+	st := store.New(pool)
+	if err := st.UpsertCustomer(context.Background(), &store.InsertCustomerParams{ID: "C-0001", Name: "Ada", Email: "ada@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertAgent(context.Background(), &store.UpsertAgentParams{Name: "alice", DisplayName: "Alice", Email: "alice@support.example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	key, err := createAPIKey(context.Background(), st, api.Actor{Kind: "agent", ID: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	addr, _ := startServe(t, map[string]string{"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_CAPTURE_DIR": dir})
+	apiURL := "http://" + addr
+	ticket, err := postTicket(context.Background(), apiURL, key, "capture-1", `{"customer_id":"C-0001","subject":"Hello","body":"Hi."}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := postReply(context.Background(), apiURL, key, ticket.TicketID, "capture-2", `{"body":"Hello back."}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		em, err := st.GetOutboundEmail(context.Background(), reply.MessageID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if em.State == store.DeliveryCaptured {
+			if em.Recipients[0].State != store.RecipientCaptured {
+				t.Errorf("recipient %s, want captured", em.Recipients[0].State)
+			}
+			break
+		}
+		if em.State == store.DeliverySent || time.Now().After(deadline) {
+			t.Fatalf("email is %s, want captured: nothing left the machine", em.State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	files, err := os.ReadDir(filepath.Join(dir, "new"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("%d files in the Maildir's new (%v), want the reply", len(files), err)
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, "new", files[0].Name()))
+	if !bytes.Contains(raw, []byte("Hello back.")) || !bytes.Contains(raw, []byte(reply.EmailMessageID)) {
+		t.Errorf("the captured file is not the reply:\n%s", raw)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -66,6 +67,7 @@ type serveConfig struct {
 	EmailGiveUpAfter time.Duration
 	EmailDelayNotice time.Duration
 	SMTPTimeout      time.Duration
+	CaptureDir       string // without a relay, mail is kept here (Maildir)
 
 	InboundAddr        string // empty: no inbound listener
 	InboundLMTP        bool
@@ -140,6 +142,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	emailAttempts := fs.setting("email-max-attempts", "HELPDESK_EMAIL_MAX_ATTEMPTS", "8", "attempts spent on errors of the message itself before an email becomes a dead letter")
 	giveUp := fs.setting("email-give-up-after", "HELPDESK_EMAIL_GIVE_UP_AFTER", "72h", "an email still undelivered this long after it was written fails")
 	delayNotice := fs.setting("email-delay-notice", "HELPDESK_EMAIL_DELAY_NOTICE", "30m", "an email undelivered this long shows as delayed, with a note on its ticket")
+	captureDir := fs.setting("capture-dir", "HELPDESK_CAPTURE_DIR", "captured-mail", "without HELPDESK_SMTP_URL, mail is captured, not sent, in this Maildir folder")
 	smtpTimeout := fs.setting("smtp-timeout", "HELPDESK_SMTP_TIMEOUT", "1m", "deadline of each SMTP phase")
 	breakerFailures := fs.setting("breaker-failures", "HELPDESK_BREAKER_FAILURES", "10", "provider failures in a row (5xx, timeouts, no connection) that open the circuit breaker")
 	breakerWindow := fs.setting("breaker-window", "HELPDESK_BREAKER_WINDOW", "30s", "...within this long")
@@ -185,6 +188,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		EmailRetryCap:     duration(&e, emailCap),
 		EmailMaxAttempts:  positiveInt(&e, emailAttempts),
 		SMTPTimeout:       duration(&e, smtpTimeout),
+		CaptureDir:        captureDir.val,
 		InboundMaxBytes:   positiveInt(&e, inboundMax),
 		InboundLMTP:       inboundLMTP.val == "1" || inboundLMTP.val == "true",
 
@@ -344,16 +348,20 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	}
 	smtpURL := cfg.SMTPURL
 	if smtpURL == "" {
-		sink, err := smtptest.Listen()
+		dir, err := filepath.Abs(cfg.CaptureDir)
 		if err != nil {
-			return err
+			return fmt.Errorf("HELPDESK_CAPTURE_DIR: %w", err)
+		}
+		sink, err := smtptest.ListenWith(smtptest.Options{Maildir: dir})
+		if err != nil {
+			return fmt.Errorf("HELPDESK_CAPTURE_DIR: %w", err)
 		}
 		defer sink.Close()
 		smtpURL = sink.URL()
-		logger.Warn("HELPDESK_SMTP_URL is not set: replies go to an in-process fake SMTP server that keeps them in memory and sends nothing",
-			slog.String("addr", sink.Addr))
+		logger.Warn("HELPDESK_SMTP_URL is not set: mail is captured, not sent; read it in the Maildir folder "+dir+"/new",
+			slog.String("maildir", dir))
 	}
-	relay, err := mail.NewRelay(mail.RelayConfig{URL: smtpURL, HeloName: cfg.MailDomain,
+	relay, err := mail.NewRelay(mail.RelayConfig{URL: smtpURL, HeloName: cfg.MailDomain, Captures: cfg.SMTPURL == "",
 		CommandTimeout: cfg.SMTPTimeout, BodyTimeout: 2 * cfg.SMTPTimeout, ReplyTimeout: 5 * cfg.SMTPTimeout})
 	if err != nil {
 		return err

@@ -14,6 +14,9 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +84,8 @@ type Server struct {
 	roots    *x509.CertPool
 	closed   chan struct{}
 	once     sync.Once
+	maildir  string
+	written  int
 }
 
 // Options make the server speak TLS or ask for a login.
@@ -88,6 +93,9 @@ type Options struct {
 	StartTLS    bool              // offer STARTTLS with a self-signed certificate for 127.0.0.1
 	ImplicitTLS bool              // speak TLS from the first byte, as on port 465
 	Users       map[string]string // accept AUTH PLAIN for these user → password; nil: no AUTH
+	// Maildir, if set, is a folder in Maildir layout (tmp, new, cur) where
+	// each accepted message is also written, for a person to read.
+	Maildir string
 }
 
 // Start listens on 127.0.0.1:0 and stops when the test ends.
@@ -110,12 +118,23 @@ func StartWith(tb testing.TB, opts Options) *Server {
 // Listen starts a plain server on 127.0.0.1:0; Close stops it.
 func Listen() (*Server, error) { return listen(Options{}) }
 
+// ListenWith is Listen with options, for a server that outlives no test.
+func ListenWith(opts Options) (*Server, error) { return listen(opts) }
+
 func listen(opts Options) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Addr: ln.Addr().String(), users: opts.Users, closed: make(chan struct{})}
+	s := &Server{Addr: ln.Addr().String(), users: opts.Users, closed: make(chan struct{}), maildir: opts.Maildir}
+	if s.maildir != "" {
+		for _, sub := range []string{"tmp", "new", "cur"} {
+			if err := os.MkdirAll(filepath.Join(s.maildir, sub), 0o755); err != nil {
+				ln.Close()
+				return nil, fmt.Errorf("maildir: %w", err)
+			}
+		}
+	}
 	var tlsConfig *tls.Config
 	if opts.StartTLS || opts.ImplicitTLS {
 		if tlsConfig, s.roots, err = selfSigned(); err != nil {
@@ -327,11 +346,30 @@ func (s *session) Data(r io.Reader) error {
 	_, isTLS := s.smtp.TLSConnectionState()
 	s.server.got = append(s.server.got, Delivery{Conn: s.conn.id, From: s.from, To: append([]string(nil), s.to...), Raw: raw,
 		TLS: isTLS, User: s.user, Helo: s.helo})
+	s.server.written++
+	n := s.server.written
 	s.server.mu.Unlock()
+	if s.server.maildir != "" {
+		if err := writeMaildir(s.server.maildir, n, raw); err != nil {
+			return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "could not keep the message: " + err.Error()}
+		}
+	}
 	if s.conn.fault.DropAfterBody {
 		s.conn.Close() // the message is in, the acknowledgement never leaves
 	}
 	return nil
+}
+
+// writeMaildir delivers raw into the folder the Maildir way: written in
+// tmp, then renamed into new, so a reader never sees half a message.
+func writeMaildir(dir string, n int, raw []byte) error {
+	host, _ := os.Hostname()
+	name := fmt.Sprintf("%d.P%dQ%d.%s", time.Now().Unix(), os.Getpid(), n, strings.ReplaceAll(host, "/", "_"))
+	tmp := filepath.Join(dir, "tmp", name)
+	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, "new", name))
 }
 
 func (s *session) Reset() {
