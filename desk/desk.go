@@ -1,7 +1,7 @@
 // Package desk holds the helpdesk's use cases (open a ticket, follow up, reply, note, change, assign, close), which the API, inbound mail and the workers all call.
 //
 // It is a layer of its own so that each caller stays thin and the rules
-// of a ticket's life are written once: api/ and mail/inbound turn requests
+// of a ticket's life are written once: api/ and inbound/ turn requests
 // into calls here, jobs/ works what these calls queue. It stands above
 // store/ and mail/ and below jobs/, which it reaches through Jobs.
 package desk

@@ -14,7 +14,7 @@ import (
 	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/mail"
-	"helpdesk/mail/inbound"
+	"helpdesk/inbound"
 	"helpdesk/mail/smtptest"
 )
 

@@ -23,7 +23,7 @@ import (
 	"helpdesk/jobs/provider"
 	"helpdesk/jobs/provider/simulator"
 	"helpdesk/mail"
-	"helpdesk/mail/inbound"
+	"helpdesk/inbound"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"helpdesk/mail/inbound"
+	"helpdesk/inbound"
 )
 
 func fixture(t testing.TB, name string, vars ...string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "mail", name))
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "mail", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestParseIDList(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	root := filepath.Join("..", "..", "testdata", "mail")
+	root := filepath.Join("..", "testdata", "mail")
 	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			rel, _ := filepath.Rel(root, path)

@@ -12,7 +12,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"helpdesk/jobs/jobstest"
-	"helpdesk/mail/inbound"
+	"helpdesk/inbound"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )

@@ -13,7 +13,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"helpdesk/mail/inbound"
+	"helpdesk/inbound"
 	"helpdesk/mail/smtptest"
 )
 

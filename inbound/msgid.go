@@ -1,4 +1,9 @@
-// Package inbound receives customers' email over SMTP or LMTP, parses it and files each message under its ticket once.
+// Package inbound receives email over SMTP or LMTP, parses it and files each message once: a customer's under its ticket, an agent's answer as the agent's reply.
+//
+// It is an edge of the service, as api/ is: it turns mail into calls of
+// desk/, so it stands beside api/ above the use cases, not inside mail/,
+// which holds what both directions of mail share (composing, the relay,
+// threading, reply addresses, quote cutting).
 package inbound
 
 import (

@@ -13,7 +13,7 @@ import (
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail"
-	"helpdesk/mail/inbound"
+	"helpdesk/inbound"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )
