@@ -10,10 +10,10 @@ import (
 
 	gomail "github.com/emersion/go-message/mail"
 
+	"helpdesk/inbound"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail"
-	"helpdesk/inbound"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )

@@ -11,8 +11,8 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"helpdesk/jobs/jobstest"
 	"helpdesk/inbound"
+	"helpdesk/jobs/jobstest"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )

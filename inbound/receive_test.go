@@ -12,9 +12,9 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"helpdesk/desk"
+	"helpdesk/inbound"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
-	"helpdesk/inbound"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )

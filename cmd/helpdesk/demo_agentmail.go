@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"helpdesk/desk"
+	"helpdesk/inbound"
 	"helpdesk/jobs"
 	"helpdesk/mail"
-	"helpdesk/inbound"
 	"helpdesk/mail/smtptest"
 )
 

@@ -19,11 +19,11 @@ import (
 
 	"helpdesk/api"
 	"helpdesk/desk"
+	"helpdesk/inbound"
 	"helpdesk/jobs"
 	"helpdesk/jobs/provider"
 	"helpdesk/jobs/provider/simulator"
 	"helpdesk/mail"
-	"helpdesk/inbound"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )
