@@ -88,6 +88,8 @@ func New(config Config) *Server {
 	s.route("/v1/jobs/{id}", map[string]handlerFunc{http.MethodGet: s.getJob})
 	s.route("/v1/jobs/{id}/retry", map[string]handlerFunc{http.MethodPost: s.retryJob})
 	s.route("/v1/provider", map[string]handlerFunc{http.MethodGet: s.getProvider})
+	s.route("/v1/suppressions", map[string]handlerFunc{http.MethodGet: s.listSuppressions})
+	s.route("/v1/suppressions/{address}", map[string]handlerFunc{http.MethodDelete: s.clearSuppression})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such endpoint: " + r.URL.Path})
 	})

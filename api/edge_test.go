@@ -268,3 +268,27 @@ func TestProviderStateIsVisibleToAgents(t *testing.T) {
 	status, _, body = b.do(t, b.c22, "GET", "/v1/provider", nil, "")
 	requireError(t, status, body, http.StatusForbidden, "forbidden")
 }
+
+func TestSuppressionsAreListedAndCleared(t *testing.T) {
+	t.Parallel()
+	b := setupIntake(t, 0)
+	if err := b.Store.Suppress(b.Ctx, "Bram@Example.com", "5.1.1 User unknown", "", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	status, _, resp := b.do(t, b.agent, "GET", "/v1/suppressions", nil, "")
+	list, _ := resp["suppressions"].([]any)
+	if status != 200 || len(list) != 1 || list[0].(map[string]any)["address"] != "bram@example.com" {
+		t.Fatalf("GET /v1/suppressions: %d %v", status, resp)
+	}
+	status, _, resp = b.do(t, b.c22, "GET", "/v1/suppressions", nil, "")
+	requireError(t, status, resp, 403, "forbidden")
+	req, _ := http.NewRequest("DELETE", b.url+"/v1/suppressions/bram@example.com", nil)
+	req.Header.Set("Authorization", "Bearer "+b.agent)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 204 {
+		t.Fatalf("DELETE: %v %v", res, err)
+	}
+	res.Body.Close()
+	status, _, resp = b.do(t, b.agent, "DELETE", "/v1/suppressions/bram@example.com", nil, "")
+	requireError(t, status, resp, 404, "not_found")
+}

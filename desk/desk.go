@@ -9,6 +9,7 @@ package desk
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,6 +45,9 @@ type Config struct {
 	// ReplyAddresses signs the Reply-To of mail to agents, so that their
 	// answers come back as theirs; nil: mail to agents has no Reply-To.
 	ReplyAddresses *mail.ReplyAddresses
+	// SuppressFor is how long an address that bounced for good is left
+	// alone; default 30 days.
+	SuppressFor time.Duration
 }
 
 // Desk runs the use cases against PostgreSQL.
@@ -57,6 +61,9 @@ type Desk struct {
 func New(pool *pgxpool.Pool, jobs Jobs, config Config) *Desk {
 	if config.MailDomain == "" {
 		config.MailDomain = "helpdesk.localhost"
+	}
+	if config.SuppressFor <= 0 {
+		config.SuppressFor = 30 * 24 * time.Hour
 	}
 	if config.From == nil {
 		config.From = &mail.Address{Name: "Support", Address: "support@" + config.MailDomain}

@@ -49,6 +49,7 @@ type Message struct {
 type DeliveryReport struct {
 	OriginalMessageID string            // the Message-ID of the mail it reports on
 	Failed            map[string]string // recipient → status and diagnostic, for Action: failed
+	Delayed           map[string]string // the same, for Action: delayed
 }
 
 // ErrUnparseable is a message that is not a mail at all.
@@ -162,7 +163,7 @@ func (w *walker) entity(e *message.Entity, depth int, parentType string) []text 
 
 func (w *walker) multipart(e *message.Entity, depth int, mediaType string, params map[string]string) []text {
 	if mediaType == "multipart/report" && strings.EqualFold(params["report-type"], "delivery-status") {
-		w.m.Report = &DeliveryReport{Failed: map[string]string{}}
+		w.m.Report = &DeliveryReport{Failed: map[string]string{}, Delayed: map[string]string{}}
 	}
 	// Read the body first, so that a multipart whose boundary is missing
 	// or never appears still has its text.
@@ -264,8 +265,13 @@ func parseDeliveryStatus(body []byte, r *DeliveryReport) {
 			addr = a
 		}
 		addr = strings.ToLower(strings.Trim(oneLine(addr), "<>"))
-		if addr != "" && strings.EqualFold(fields["action"], "failed") {
-			r.Failed[addr] = oneLine(strings.TrimSpace(fields["status"] + " " + fields["diagnostic-code"]))
+		status := oneLine(strings.TrimSpace(fields["status"] + " " + fields["diagnostic-code"]))
+		switch {
+		case addr == "":
+		case strings.EqualFold(fields["action"], "failed"):
+			r.Failed[addr] = status
+		case strings.EqualFold(fields["action"], "delayed"):
+			r.Delayed[addr] = status
 		}
 	}
 }

@@ -98,7 +98,7 @@ func (rc *Receiver) file(ctx context.Context, tx pgx.Tx, msg *Message, rcpts []s
 		return &Outcome{Kind: "duplicate"}, err
 	}
 	if msg.Report != nil {
-		return rc.bounce(ctx, st, msg)
+		return rc.bounce(ctx, tx, st, msg)
 	}
 	if out, handled, err := rc.agentAnswer(ctx, tx, msg, rcpts, raw); handled || err != nil {
 		return out, err
@@ -210,11 +210,22 @@ func (rc *Receiver) Candidates(msg *Message, rcpts []string) []Candidate {
 	return out
 }
 
-// bounce applies a delivery report to the outbound message it names.
-func (rc *Receiver) bounce(ctx context.Context, st *store.Store, msg *Message) (*Outcome, error) {
+// bounce applies a delivery report to the outbound message it names: the
+// recipient is marked failed, and the ticket's agents hear of it
+// (desk.BounceTx). Delayed reports are noted, nothing more.
+func (rc *Receiver) bounce(ctx context.Context, tx pgx.Tx, st *store.Store, msg *Message) (*Outcome, error) {
 	orig := msg.Report.OriginalMessageID
 	if orig == "" && len(msg.InReplyTo) > 0 {
 		orig = msg.InReplyTo[0]
+	}
+	ticketID, direction, err := st.TicketOfEmail(ctx, orig)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && direction != store.DirectionOutbound) {
+		// Backscatter, or a report on mail we never sent to a customer: nothing to file.
+		rc.logger.InfoContext(ctx, "delivery report about no reply of ours", slog.String("original", orig))
+		return &Outcome{Kind: "ignored"}, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	marked := 0
 	for addr, status := range msg.Report.Failed {
@@ -222,16 +233,25 @@ func (rc *Receiver) bounce(ctx context.Context, st *store.Store, msg *Message) (
 		if err != nil {
 			return nil, err
 		}
-		if found {
-			marked++
+		if !found {
+			continue
+		}
+		marked++
+		if err := rc.desk.BounceTx(ctx, tx, &desk.Bounce{TicketID: ticketID, Address: addr, Status: status}); err != nil {
+			return nil, err
+		}
+	}
+	for addr, status := range msg.Report.Delayed {
+		marked++
+		if err := rc.desk.BounceTx(ctx, tx, &desk.Bounce{TicketID: ticketID, Address: addr, Status: status, Delayed: true}); err != nil {
+			return nil, err
 		}
 	}
 	if marked == 0 {
-		// Backscatter, or a report on mail we never sent: nothing to file.
-		rc.logger.InfoContext(ctx, "delivery report about no message of ours", slog.String("original", orig))
+		rc.logger.InfoContext(ctx, "delivery report about no recipient of ours", slog.String("original", orig))
 		return &Outcome{Kind: "ignored"}, nil
 	}
-	return &Outcome{Kind: "bounce"}, nil
+	return &Outcome{Kind: "bounce", TicketID: ticketID}, nil
 }
 
 // agentAnswer handles mail to a signed reply address: an agent's answer to

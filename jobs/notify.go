@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+
+	"helpdesk/desk"
 )
 
 // NotifyArgs is the job that delivers one mail to an agent: a notification
@@ -44,6 +46,8 @@ func (w *NotifyWorker) Work(ctx context.Context, job *river.Job[NotifyArgs]) err
 // finished, in the transaction that finishes it; desk.Desk is the one in use.
 type Notifier interface {
 	NotifyTx(ctx context.Context, tx pgx.Tx, ticketID string, triageJobID int64) error
+	// BounceTx tells them a reply could not be delivered to an address.
+	BounceTx(ctx context.Context, tx pgx.Tx, b *desk.Bounce) error
 }
 
 // SetNotifier makes triage notify the ticket's agents when it finishes.
@@ -51,6 +55,9 @@ type Notifier interface {
 func (q *Queue) SetNotifier(n Notifier) {
 	if q.triage != nil {
 		q.triage.notifier = n
+	}
+	if q.email != nil {
+		q.email.notifier = n
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"helpdesk/desk"
 	"helpdesk/mail"
 	"helpdesk/store"
 )
@@ -36,6 +38,7 @@ type EmailWorker struct {
 	backoff Backoff
 	logger  *slog.Logger
 
+	notifier    Notifier      // tells the agents of refusals; nil: nobody
 	timeout     time.Duration // one attempt, every SMTP phase included
 	giveUpAfter time.Duration // an email still undelivered this long after it was queued fails
 	delayNotice time.Duration // after this long undelivered, it shows as delayed, with a note on the ticket
@@ -88,6 +91,11 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 			return err
 		}
 	}
+	// An address that bounced for good is not tried again until it is
+	// cleared or its time is up.
+	if to, err = w.dropSuppressed(ctx, em, to); err != nil || len(to) == 0 {
+		return err
+	}
 
 	// A relay that is down, or asked anyone to slow down, is left alone
 	// until its pause ends; then one job probes it while the others wait.
@@ -120,6 +128,69 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 		return ctx.Err() // shutting down: River puts the job back without spending the attempt
 	}
 	return w.settle(ctx, job, em, to, res, gate.Troubled)
+}
+
+// dropSuppressed marks the recipients on the suppression list suppressed
+// and returns the others. With nobody left, the message fails at once.
+func (w *EmailWorker) dropSuppressed(ctx context.Context, em *store.OutboundEmail, to []string) ([]string, error) {
+	suppressed, err := store.New(w.pool).Suppressed(ctx, to)
+	if err != nil || len(suppressed) == 0 {
+		return to, err
+	}
+	attempt := &store.AttemptResult{State: store.DeliveryQueued}
+	var left, dropped []string
+	for _, addr := range to {
+		if suppressed[strings.ToLower(addr)] {
+			dropped = append(dropped, addr)
+			attempt.Recipients = append(attempt.Recipients, store.RecipientResult{Address: addr, State: store.RecipientSuppressed,
+				SMTPText: "suppressed: it bounced for good before"})
+		} else {
+			left = append(left, addr)
+		}
+	}
+	if len(left) > 0 {
+		return left, store.New(w.pool).RecordAttempt(ctx, em.MessageID, attempt)
+	}
+	msg := fmt.Sprintf("Suppressed: %s bounced for good before; clear it with DELETE /v1/suppressions/ADDRESS to send again", strings.Join(dropped, ", "))
+	attempt.State, attempt.LastError = store.DeliverySuppressed, msg
+	for _, r := range em.Recipients {
+		if r.State == store.RecipientSent || r.State == store.RecipientCaptured {
+			attempt.State = store.DeliveryPartiallySent
+		}
+	}
+	if err := store.New(w.pool).RecordAttempt(ctx, em.MessageID, attempt); err != nil {
+		return nil, err
+	}
+	w.logger.WarnContext(ctx, "email not sent: suppressed", slog.Int64("message_id", em.MessageID), slog.Any("addresses", dropped))
+	return nil, river.JobCancel(errors.New(msg))
+}
+
+// reportRefusals tells the ticket's agents of every customer recipient the
+// server refused for good (a 5xx at RCPT or after the body), as a bounce.
+func (w *EmailWorker) reportRefusals(ctx context.Context, tx pgx.Tx, messageID int64, results []store.RecipientResult) error {
+	if w.notifier == nil {
+		return nil
+	}
+	var msg *store.Message
+	for _, r := range results {
+		if r.State != store.RecipientFailed || r.SMTPCode < 500 {
+			continue
+		}
+		if msg == nil {
+			var err error
+			if msg, err = store.New(tx).GetMessage(ctx, messageID); err != nil {
+				return err
+			}
+			if msg.Direction != store.DirectionOutbound {
+				return nil // mail to agents: their own problem to see in the log
+			}
+		}
+		status := strings.TrimSpace(r.SMTPEnhanced + " " + strconv.Itoa(r.SMTPCode) + " " + r.SMTPText)
+		if err := w.notifier.BounceTx(ctx, tx, &desk.Bounce{TicketID: msg.TicketID, Address: r.Address, Status: status, Code: r.SMTPCode}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // noticeDelay shows a message that waited longer than the delay notice as
@@ -266,7 +337,7 @@ func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *sto
 		switch state {
 		case store.RecipientSent, store.RecipientCaptured:
 			sent++
-		case store.RecipientFailed:
+		case store.RecipientFailed, store.RecipientSuppressed:
 			failed++
 		case store.RecipientUncertain:
 			uncertain++
@@ -311,6 +382,9 @@ func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *sto
 	}
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		if err := store.New(tx).RecordAttempt(ctx, em.MessageID, attempt); err != nil {
+			return err
+		}
+		if err := w.reportRefusals(ctx, tx, em.MessageID, attempt.Recipients); err != nil {
 			return err
 		}
 		// A relay that answered is up again, whatever it said of this message.

@@ -146,6 +146,7 @@ type Queue struct {
 	pool      *pgxpool.Pool
 	config    Config
 	triage    *TriageWorker
+	email     *EmailWorker
 	autoclose *AutocloseWorker
 }
 
@@ -193,6 +194,7 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 			email := &EmailWorker{pool: pool, relay: config.Relay,
 				backoff: config.EmailBackoff, logger: config.Logger, timeout: config.EmailTimeout,
 				giveUpAfter: config.EmailGiveUpAfter, delayNotice: config.EmailDelayNotice}
+			q.email = email
 			if err := river.AddWorkerSafely(workers, email); err != nil {
 				return nil, fmt.Errorf("register email worker: %w", err)
 			}

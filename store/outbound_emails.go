@@ -22,15 +22,18 @@ const (
 	DeliveryDelayed = "delayed"
 	// DeliveryCaptured: no relay is configured; the mail was kept, not sent.
 	DeliveryCaptured = "captured"
+	// DeliverySuppressed: every recipient is on the suppression list; nothing was tried.
+	DeliverySuppressed = "suppressed"
 )
 
 // Recipient states.
 const (
-	RecipientPending   = "pending"
-	RecipientSent      = "sent"
-	RecipientFailed    = "failed"
-	RecipientUncertain = "uncertain" // the body went out and no reply came back
-	RecipientCaptured  = "captured"  // kept, not sent: no relay is configured
+	RecipientPending    = "pending"
+	RecipientSent       = "sent"
+	RecipientFailed     = "failed"
+	RecipientUncertain  = "uncertain"  // the body went out and no reply came back
+	RecipientCaptured   = "captured"   // kept, not sent: no relay is configured
+	RecipientSuppressed = "suppressed" // bounced for good before: not tried
 )
 
 // OutboundEmail is the delivery of one outbound message.

@@ -28,6 +28,7 @@ commands:
   demo        show both kinds of duplicate made harmless, on a scratch database
   simulator   run the simulated AI provider on its own
   provider    show the AI provider's circuit breaker and pace
+  suppressions  list (or -clear) the addresses that bounced for good
   burst       replay the lesson's burst against a quota, time-scaled, and chart it
 
 Run "helpdesk <command> --help" for a command's flags.
@@ -66,6 +67,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = cmdAgent(ctx, args[1:], getenv, stdout, stderr)
 	case "customer":
 		err = cmdCustomer(ctx, args[1:], getenv, stdout, stderr)
+	case "suppressions":
+		err = cmdSuppressions(ctx, args[1:], getenv, stdout, stderr)
 	case "provider":
 		err = cmdProvider(ctx, args[1:], getenv, stdout, stderr)
 	case "burst":

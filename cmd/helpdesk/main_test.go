@@ -89,7 +89,7 @@ func TestConfigErrorsNameTheVariableAndStopTheStart(t *testing.T) {
 
 	t.Run("HelpOfEveryCommandExitsZero", func(t *testing.T) {
 		t.Parallel()
-		for _, cmd := range []string{"migrate", "serve", "jobs", "simulator", "apikey", "load", "demo", "provider", "burst", "agent", "customer"} {
+		for _, cmd := range []string{"migrate", "serve", "jobs", "simulator", "apikey", "load", "demo", "provider", "burst", "agent", "customer", "suppressions"} {
 			if code, _, stderr := runCmd(t, nil, cmd, "--help"); code != 0 || !strings.Contains(stderr, "usage: helpdesk "+cmd) {
 				t.Errorf("%s --help: exit %d, %q", cmd, code, stderr)
 			}
@@ -378,5 +378,23 @@ func TestWithoutARelayMailIsCapturedNotSent(t *testing.T) {
 	raw, _ := os.ReadFile(filepath.Join(dir, "new", files[0].Name()))
 	if !bytes.Contains(raw, []byte("Hello back.")) || !bytes.Contains(raw, []byte(reply.EmailMessageID)) {
 		t.Errorf("the captured file is not the reply:\n%s", raw)
+	}
+}
+
+func TestSuppressionsCommand(t *testing.T) {
+	t.Parallel()
+	dbURL := migratedURL(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	if err := store.New(openPool(t, dbURL)).Suppress(context.Background(), "bram@example.com", "5.1.1 User unknown", "", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := runCmd(t, env, "suppressions"); code != 0 || !strings.Contains(out, "bram@example.com") || !strings.Contains(out, "5.1.1") {
+		t.Errorf("list: exit %d, %q %q", code, out, stderr)
+	}
+	if code, out, _ := runCmd(t, env, "suppressions", "-clear", "bram@example.com"); code != 0 || !strings.Contains(out, "cleared") {
+		t.Errorf("clear: exit %d, %q", code, out)
+	}
+	if code, _, stderr := runCmd(t, env, "suppressions", "-clear", "bram@example.com"); code != 2 || !strings.Contains(stderr, "is not suppressed") {
+		t.Errorf("clear again: exit %d, %q", code, stderr)
 	}
 }

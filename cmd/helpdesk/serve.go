@@ -68,6 +68,7 @@ type serveConfig struct {
 	EmailDelayNotice time.Duration
 	SMTPTimeout      time.Duration
 	CaptureDir       string // without a relay, mail is kept here (Maildir)
+	SuppressDays     int
 
 	InboundAddr        string // empty: no inbound listener
 	InboundLMTP        bool
@@ -142,6 +143,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	emailAttempts := fs.setting("email-max-attempts", "HELPDESK_EMAIL_MAX_ATTEMPTS", "8", "attempts spent on errors of the message itself before an email becomes a dead letter")
 	giveUp := fs.setting("email-give-up-after", "HELPDESK_EMAIL_GIVE_UP_AFTER", "72h", "an email still undelivered this long after it was written fails")
 	delayNotice := fs.setting("email-delay-notice", "HELPDESK_EMAIL_DELAY_NOTICE", "30m", "an email undelivered this long shows as delayed, with a note on its ticket")
+	suppressDays := fs.setting("suppress-days", "HELPDESK_SUPPRESS_DAYS", "30", "an address that bounced for good is left alone this many days")
 	captureDir := fs.setting("capture-dir", "HELPDESK_CAPTURE_DIR", "captured-mail", "without HELPDESK_SMTP_URL, mail is captured, not sent, in this Maildir folder")
 	smtpTimeout := fs.setting("smtp-timeout", "HELPDESK_SMTP_TIMEOUT", "1m", "deadline of each SMTP phase")
 	breakerFailures := fs.setting("breaker-failures", "HELPDESK_BREAKER_FAILURES", "10", "provider failures in a row (5xx, timeouts, no connection) that open the circuit breaker")
@@ -189,6 +191,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		EmailMaxAttempts:  positiveInt(&e, emailAttempts),
 		SMTPTimeout:       duration(&e, smtpTimeout),
 		CaptureDir:        captureDir.val,
+		SuppressDays:      positiveInt(&e, suppressDays),
 		InboundMaxBytes:   positiveInt(&e, inboundMax),
 		InboundLMTP:       inboundLMTP.val == "1" || inboundLMTP.val == "true",
 
@@ -401,7 +404,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 			replies.Previous = append(replies.Previous, []byte(p))
 		}
 	}
-	cases := desk.New(pool, queue, desk.Config{MailDomain: cfg.MailDomain, From: cfg.From, ReplyAddresses: replies})
+	cases := desk.New(pool, queue, desk.Config{MailDomain: cfg.MailDomain, From: cfg.From, ReplyAddresses: replies,
+		SuppressFor: time.Duration(cfg.SuppressDays) * 24 * time.Hour})
 	queue.SetNotifier(cases)
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

@@ -1,0 +1,65 @@
+package desk
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"helpdesk/mail"
+	"helpdesk/store"
+)
+
+// Bounce is a reply that could not be delivered to one address: a delivery
+// report, or a 5xx at RCPT.
+type Bounce struct {
+	TicketID string
+	Address  string
+	Status   string // the enhanced status and the server's words, "5.1.1 smtp; 550 5.1.1 User unknown"
+	Code     int    // the SMTP reply code when we saw it ourselves, else 0
+	Delayed  bool   // a "delayed" report: recorded, nothing more
+}
+
+// BounceTx makes a bounce reach the agent, in the caller's transaction: a
+// system note naming the address, the status and the reason; a pending or
+// solved ticket reopens; the assignee is told by mail. A hard failure
+// (mail.HardFailure) puts the address on the suppression list for
+// SuppressFor. A delayed report is only noted.
+func (d *Desk) BounceTx(ctx context.Context, tx pgx.Tx, b *Bounce) error {
+	st := store.New(tx)
+	t, err := st.LockTicket(ctx, b.TicketID)
+	if err != nil {
+		return err
+	}
+	if b.Delayed {
+		_, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: store.DirectionNote, Author: ActorSystem,
+			Body: fmt.Sprintf("Delivery of a reply to %s is delayed: %s. The receiving side is still trying.", b.Address, b.Status)})
+		return err
+	}
+	hard := mail.HardFailure(b.Status, b.Code)
+	note := fmt.Sprintf("A reply to %s bounced: %s.", b.Address, b.Status)
+	if hard {
+		note += fmt.Sprintf(" The address is suppressed for %d days: replies to it fail at once until an agent clears it (DELETE /v1/suppressions/%s).",
+			int(d.config.SuppressFor/(24*time.Hour)), b.Address)
+		if err := st.Suppress(ctx, b.Address, b.Status, t.ID, d.config.SuppressFor); err != nil {
+			return err
+		}
+	}
+	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: store.DirectionNote, Author: ActorSystem, Body: note}); err != nil {
+		return err
+	}
+	if t.Status == store.StatusPending || t.Status == store.StatusSolved {
+		if err := setStatus(ctx, st, t, ActorSystem, store.StatusOpen); err != nil {
+			return err
+		}
+	}
+	if t.Assignee == nil {
+		return nil
+	}
+	a, err := st.GetAgent(ctx, *t.Assignee)
+	if err != nil || !a.Active() {
+		return err
+	}
+	return d.mailAgentTx(ctx, tx, t, a, "Bounced: "+notificationSubject(t), note+"\n\n-- \n"+howToAnswer+"\n", "")
+}

@@ -1,0 +1,136 @@
+package inbound_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"helpdesk/desk"
+	"helpdesk/jobs"
+	"helpdesk/jobs/jobstest"
+	"helpdesk/mail/smtptest"
+	"helpdesk/store"
+)
+
+// bouncedTicket is a pending ticket of C-0002 assigned to dana, with a
+// reply to bram@example.com that a report will say bounced.
+func bouncedTicket(t *testing.T, b *bundle) (ticketID string, reply *store.Message) {
+	t.Helper()
+	if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "dana", DisplayName: "Dana", Email: agentAddress, Teams: []string{"billing"}}); err != nil {
+		t.Fatal(err)
+	}
+	ticketID = b.openAPITicket(t, "C-0002", "Hello")
+	dana := "dana"
+	if _, err := b.Desk(b.queue).ChangeTicket(b.Ctx, "agent:dana", ticketID, &desk.Change{Assignee: &dana}); err != nil {
+		t.Fatal(err)
+	}
+	reply, _ = b.Reply(t, b.queue, ticketID, "Hi.")
+	if tk, _ := b.Store.GetTicket(b.Ctx, ticketID); tk.Status != store.StatusPending {
+		t.Fatalf("ticket %s after the reply", tk.Status)
+	}
+	return ticketID, reply
+}
+
+func systemNotes(t *testing.T, b *bundle, ticketID string) string {
+	t.Helper()
+	msgs, err := b.Store.ListMessages(b.Ctx, ticketID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for _, m := range msgs {
+		if m.Direction == store.DirectionNote && m.Author == "system" {
+			notes = append(notes, m.Body)
+		}
+	}
+	return strings.Join(notes, "\n")
+}
+
+func TestBouncesReachTheAgent(t *testing.T) {
+	t.Parallel()
+	for file, status := range map[string]string{
+		"delivery_report.eml": "5.1.1",  // Postfix
+		"bounce_exchange.eml": "5.1.10", // Exchange Online
+		"bounce_gmail.eml":    "5.1.1",  // Gmail
+	} {
+		t.Run(strings.TrimSuffix(file, ".eml")+"ReopensNotesSuppressesAndTellsTheAssignee", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ticketID, reply := bouncedTicket(t, b)
+			out := b.receive(t, fixture(t, file, "{{RECIPIENT}}", "bram.devries@example.com", "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID))
+			if out.Kind != "bounce" || out.TicketID != ticketID {
+				t.Fatalf("outcome %+v", out)
+			}
+			tk, _ := b.Store.GetTicket(b.Ctx, ticketID)
+			notes := systemNotes(t, b, ticketID)
+			if tk.Status != store.StatusOpen || !strings.Contains(notes, "bram.devries@example.com") || !strings.Contains(notes, status) {
+				t.Errorf("ticket %s, notes %q; want it open with a note naming the address and %s", tk.Status, notes, status)
+			}
+			suppressed, _ := b.Store.Suppressed(b.Ctx, []string{"Bram.DeVries@example.com"})
+			if !suppressed["bram.devries@example.com"] {
+				t.Errorf("a hard bounce did not suppress the address")
+			}
+			if n := b.count(t, `SELECT count(*) FROM messages m JOIN outbound_recipients r ON r.message_id = m.id
+				WHERE m.direction = 'notification' AND r.address = $1`, agentAddress); n != 1 {
+				t.Errorf("%d mails to the assignee about the bounce, want 1", n)
+			}
+		})
+	}
+
+	t.Run("ADelayedReportIsNotedAndSuppressesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ticketID, reply := bouncedTicket(t, b)
+		b.receive(t, fixture(t, "delay_postfix.eml", "{{RECIPIENT}}", "bram.devries@example.com", "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID))
+		tk, _ := b.Store.GetTicket(b.Ctx, ticketID)
+		if tk.Status != store.StatusPending || !strings.Contains(systemNotes(t, b, ticketID), "delayed") {
+			t.Errorf("ticket %s, notes %q", tk.Status, systemNotes(t, b, ticketID))
+		}
+		if list, _ := b.Store.ListSuppressions(b.Ctx); len(list) != 0 {
+			t.Errorf("a delay suppressed %v", list)
+		}
+	})
+
+	t.Run("AReplyToASuppressedAddressFailsAtOnceWithoutSMTP", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		if err := b.Store.Suppress(b.Ctx, "bram.devries@example.com", "5.1.1 User unknown", "", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		q := b.StartQueue(t)
+		ticketID := b.openAPITicket(t, "C-0002", "Hello")
+		msg, jobID := b.Reply(t, q, ticketID, "Hi.")
+		s := jobstest.WaitFor(t, q, jobID, jobs.StateFailed, 10*time.Second)
+		em, _ := b.Store.GetOutboundEmail(b.Ctx, msg.ID)
+		if em.State != store.DeliverySuppressed || em.Recipients[0].State != store.RecipientSuppressed || b.outbound.Connections() != 0 ||
+			!strings.HasPrefix(jobstest.Deref(s.LastError), "Suppressed:") {
+			t.Errorf("email %s, recipient %s, %d connections, last error %q", em.State, em.Recipients[0].State, b.outbound.Connections(), jobstest.Deref(s.LastError))
+		}
+		// Cleared, the next reply goes out.
+		if err := b.Store.ClearSuppression(b.Ctx, "bram.devries@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		_, jobID = b.Reply(t, q, ticketID, "Hi again.")
+		jobstest.WaitFor(t, q, jobID, jobs.StateSucceeded, 10*time.Second)
+	})
+
+	t.Run("A550AtRCPTIsABounceToo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.outbound.SetFallback(smtptest.Fault{RcptErr: map[string]*smtp.SMTPError{"bram.devries@example.com": smtptest.ErrNoSuchUser}})
+		b.queue = b.StartQueue(t)
+		b.queue.SetNotifier(b.Desk(b.queue))
+		ticketID, reply := bouncedTicket(t, b)
+		em, _ := b.Store.GetOutboundEmail(b.Ctx, reply.ID)
+		jobstest.WaitFor(t, b.queue, *em.JobID, jobs.StateFailed, 10*time.Second)
+		tk, _ := b.Store.GetTicket(b.Ctx, ticketID)
+		if tk.Status != store.StatusOpen || !strings.Contains(systemNotes(t, b, ticketID), "5.1.1") {
+			t.Errorf("ticket %s, notes %q", tk.Status, systemNotes(t, b, ticketID))
+		}
+		if suppressed, _ := b.Store.Suppressed(b.Ctx, []string{"bram.devries@example.com"}); !suppressed["bram.devries@example.com"] {
+			t.Errorf("550 5.1.1 at RCPT did not suppress the address")
+		}
+	})
+}
