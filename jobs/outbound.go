@@ -133,9 +133,14 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 // dropSuppressed marks the recipients on the suppression list suppressed
 // and returns the others. With nobody left, the message fails at once.
 func (w *EmailWorker) dropSuppressed(ctx context.Context, em *store.OutboundEmail, to []string) ([]string, error) {
-	suppressed, err := store.New(w.pool).Suppressed(ctx, to)
-	if err != nil || len(suppressed) == 0 {
-		return to, err
+	suppressed := map[string]bool{}
+	for _, r := range em.Recipients {
+		if r.Suppressed {
+			suppressed[strings.ToLower(r.Address)] = true
+		}
+	}
+	if len(suppressed) == 0 {
+		return to, nil
 	}
 	attempt := &store.AttemptResult{State: store.DeliveryQueued}
 	var left, dropped []string

@@ -66,6 +66,9 @@ type Recipient struct {
 	SMTPEnhanced *string    `json:"smtp_enhanced"`
 	SMTPText     *string    `json:"smtp_text"`
 	SentAt       *time.Time `json:"sent_at"`
+	// Suppressed: the address is on the suppression list now (read with
+	// the recipients, so the delivery needs no query of its own for it).
+	Suppressed bool `json:"-"`
 }
 
 // InsertOutboundEmailParams are a new outbound delivery and its recipients.
@@ -155,8 +158,9 @@ func (s *Store) ListOutboundEmails(ctx context.Context, ticketID string) (map[in
 }
 
 func (s *Store) recipients(ctx context.Context, messageIDs []int64) (map[int64][]*Recipient, error) {
-	rows, err := s.db.Query(ctx, `SELECT message_id, address, display_name, kind, state, smtp_code, smtp_enhanced, smtp_text, sent_at
-		FROM outbound_recipients WHERE message_id = ANY($1) ORDER BY message_id, kind DESC, address`, messageIDs)
+	rows, err := s.db.Query(ctx, `SELECT message_id, address, display_name, kind, state, smtp_code, smtp_enhanced, smtp_text, sent_at,
+			EXISTS (SELECT 1 FROM suppressions p WHERE p.address = lower(r.address) AND p.expires_at > now())
+		FROM outbound_recipients r WHERE message_id = ANY($1) ORDER BY message_id, kind DESC, address`, messageIDs)
 	if err != nil {
 		return nil, fmt.Errorf("list recipients: %w", err)
 	}
@@ -165,7 +169,7 @@ func (s *Store) recipients(ctx context.Context, messageIDs []int64) (map[int64][
 	for rows.Next() {
 		var id int64
 		var r Recipient
-		if err := rows.Scan(&id, &r.Address, &r.Name, &r.Kind, &r.State, &r.SMTPCode, &r.SMTPEnhanced, &r.SMTPText, &r.SentAt); err != nil {
+		if err := rows.Scan(&id, &r.Address, &r.Name, &r.Kind, &r.State, &r.SMTPCode, &r.SMTPEnhanced, &r.SMTPText, &r.SentAt, &r.Suppressed); err != nil {
 			return nil, fmt.Errorf("list recipients: %w", err)
 		}
 		out[id] = append(out[id], &r)

@@ -44,12 +44,23 @@ func (s *Store) RelayPaused(ctx context.Context, relay string) (notBefore time.T
 // probe (for lease), while the others wait. A probe whose job died is
 // given to another job once its lease ends.
 func (s *Store) EnterRelay(ctx context.Context, relay string, lease time.Duration) (RelayGate, error) {
+	// A relay that never failed, or whose trouble is over, is the common
+	// case: a plain read, no lock and no write.
+	var troubled bool
+	err := s.db.QueryRow(ctx, `SELECT slowdowns > 0 OR not_before > now() OR probe_until IS NOT NULL FROM smtp_relays WHERE relay = $1`,
+		relay).Scan(&troubled)
+	if err = interpretError(err); errors.Is(err, ErrNotFound) || (err == nil && !troubled) {
+		return RelayGate{}, nil
+	}
+	if err != nil {
+		return RelayGate{}, fmt.Errorf("enter relay %s: %w", relay, err)
+	}
 	var (
 		g       RelayGate
 		waitSec float64
 		probing bool
 	)
-	err := s.db.QueryRow(ctx, `WITH claim AS (
+	err = s.db.QueryRow(ctx, `WITH claim AS (
 			UPDATE smtp_relays SET probe_until = now() + $2::interval, updated_at = now()
 			WHERE relay = $1 AND slowdowns > 0 AND not_before <= now()
 			  AND (probe_until IS NULL OR probe_until <= now())
