@@ -14,6 +14,7 @@ import (
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail"
+	"helpdesk/mail/mailtest"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )
@@ -61,6 +62,7 @@ type delivered struct {
 
 func readDelivered(t *testing.T, d smtptest.Delivery) delivered {
 	t.Helper()
+	py := mailtest.RequireNoDefects(t, d.Raw) // a second, independent parser
 	r, err := gomail.CreateReader(bytes.NewReader(d.Raw))
 	if err != nil {
 		t.Fatalf("delivered mail does not parse: %v", err)
@@ -90,6 +92,9 @@ func readDelivered(t *testing.T, d smtptest.Delivery) delivered {
 		} else {
 			out.text = string(body)
 		}
+	}
+	if strings.TrimSpace(strings.ReplaceAll(py.Text, "\r\n", "\n")) != strings.TrimSpace(strings.ReplaceAll(out.text, "\r\n", "\n")) {
+		t.Errorf("Python reads the text as %q, go-message as %q", py.Text, out.text)
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail"
+	"helpdesk/mail/mailtest"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
 )
@@ -29,6 +30,7 @@ type parsed struct {
 
 func parse(t *testing.T, raw []byte) parsed {
 	t.Helper()
+	mailtest.RequireNoDefects(t, raw) // a second, independent parser
 	r, err := gomail.CreateReader(bytes.NewReader(raw))
 	if err != nil {
 		t.Fatalf("the sent mail does not parse: %v\n%s", err, raw)
@@ -351,6 +353,11 @@ func TestReplyHeaders(t *testing.T) {
 		cc, err := p.header.AddressList("Cc")
 		if err != nil || len(cc) != 1 || cc[0].Name != "Dana Scully" || cc[0].Address != "dana@example.com" {
 			t.Errorf("Cc %v (%v), want Dana Scully <dana@example.com>", cc, err)
+		}
+	})
+	t.Run("PythonReadsTheTextAsTheAgentWroteIt", func(t *testing.T) {
+		if got := mailtest.RequireNoDefects(t, p.raw); strings.TrimSpace(got.Text) != "Hello back." {
+			t.Errorf("Python reads the text as %q", got.Text)
 		}
 	})
 	t.Run("ReplyToIsTheTicketsPlusAddress", func(t *testing.T) {
