@@ -291,3 +291,32 @@ func (s *Store) NewestBodies(ctx context.Context, ticketID, direction string, li
 	}
 	return bodies, nil
 }
+
+// MessageByEmailID returns the id of the message with this Message-ID.
+func (s *Store) MessageByEmailID(ctx context.Context, emailMessageID string) (int64, error) {
+	var id int64
+	if err := s.db.QueryRow(ctx, `SELECT id FROM messages WHERE email_message_id = $1`, emailMessageID).Scan(&id); err != nil {
+		return 0, fmt.Errorf("message %s: %w", emailMessageID, interpretError(err))
+	}
+	return id, nil
+}
+
+// SetParsedContent replaces what parsing made of an inbound message: its
+// text and its attachments' metadata.
+func (s *Store) SetParsedContent(ctx context.Context, id int64, body string, attachments any) error {
+	meta, err := json.Marshal(attachments)
+	if err != nil {
+		return fmt.Errorf("reparse message %d: %w", id, err)
+	}
+	if string(meta) == "null" {
+		meta = []byte("[]")
+	}
+	tag, err := s.db.Exec(ctx, `UPDATE messages SET body = $2, attachments = $3 WHERE id = $1`, id, body, meta)
+	if err != nil {
+		return fmt.Errorf("reparse message %d: %w", id, interpretError(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("message %d: %w", id, ErrNotFound)
+	}
+	return nil
+}

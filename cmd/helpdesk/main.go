@@ -29,6 +29,7 @@ commands:
   simulator   run the simulated AI provider on its own
   provider    show the AI provider's circuit breaker and pace
   suppressions  list (or -clear) the addresses that bounced for good
+  mail        mail reparse MESSAGE: read an inbound message again from its raw mail
   burst       replay the lesson's burst against a quota, time-scaled, and chart it
 
 Run "helpdesk <command> --help" for a command's flags.
@@ -67,6 +68,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = cmdAgent(ctx, args[1:], getenv, stdout, stderr)
 	case "customer":
 		err = cmdCustomer(ctx, args[1:], getenv, stdout, stderr)
+	case "mail":
+		err = cmdMail(ctx, args[1:], getenv, stdout, stderr)
 	case "suppressions":
 		err = cmdSuppressions(ctx, args[1:], getenv, stdout, stderr)
 	case "provider":

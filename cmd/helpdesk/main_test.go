@@ -89,7 +89,7 @@ func TestConfigErrorsNameTheVariableAndStopTheStart(t *testing.T) {
 
 	t.Run("HelpOfEveryCommandExitsZero", func(t *testing.T) {
 		t.Parallel()
-		for _, cmd := range []string{"migrate", "serve", "jobs", "simulator", "apikey", "load", "demo", "provider", "burst", "agent", "customer", "suppressions"} {
+		for _, cmd := range []string{"migrate", "serve", "jobs", "simulator", "apikey", "load", "demo", "provider", "burst", "agent", "customer", "suppressions", "mail"} {
 			if code, _, stderr := runCmd(t, nil, cmd, "--help"); code != 0 || !strings.Contains(stderr, "usage: helpdesk "+cmd) {
 				t.Errorf("%s --help: exit %d, %q", cmd, code, stderr)
 			}
@@ -396,5 +396,49 @@ func TestSuppressionsCommand(t *testing.T) {
 	}
 	if code, _, stderr := runCmd(t, env, "suppressions", "-clear", "bram@example.com"); code != 2 || !strings.Contains(stderr, "is not suppressed") {
 		t.Errorf("clear again: exit %d, %q", code, stderr)
+	}
+}
+
+func TestMailReparseReadsTheRawMailAgain(t *testing.T) {
+	t.Parallel()
+	dbURL := migratedURL(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	st := store.New(openPool(t, dbURL))
+	ctx := context.Background()
+	if err := st.UpsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Name: "Ada", Email: "ada.lovelace@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Charged twice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "mail", "mixed_text_parts.eml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "<mixed.1@mail.example.com>"
+	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: store.DirectionInbound,
+		Author: "customer:C-0001", Body: "what an old parser made of it", EmailMessageID: &id, RawEmail: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, arg := range []string{strconv.FormatInt(msg.ID, 10), id} {
+		code, out, stderr := runCmd(t, env, "mail", "reparse", arg)
+		if code != 0 || !strings.Contains(out, "1 attachments") {
+			t.Fatalf("reparse %s: exit %d, %q %q", arg, code, out, stderr)
+		}
+		again, err := st.GetMessage(ctx, msg.ID)
+		if err != nil || !strings.Contains(again.Body, "First, the login page:") || !strings.Contains(again.Body, "Then the error") {
+			t.Errorf("after reparse %s the text is %q (%v)", arg, again.Body, err)
+		}
+	}
+	noRaw, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: store.DirectionNote, Author: "agent:alice", Body: "note"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, arg := range []string{"999999", "<nobody@example.com>", strconv.FormatInt(noRaw.ID, 10)} {
+		if code, _, stderr := runCmd(t, env, "mail", "reparse", arg); code != 2 || stderr == "" {
+			t.Errorf("reparse %s: exit %d, %q; want exit 2 with a message", arg, code, stderr)
+		}
 	}
 }

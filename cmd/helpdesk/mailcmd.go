@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"helpdesk/inbound"
+	"helpdesk/store"
+)
+
+func cmdMail(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("mail", "mail reparse MESSAGE",
+		"reparse   reads an inbound message again from the raw mail kept with it, and replaces its\n"+
+			"          text and attachments' metadata: after a parser fix. MESSAGE is the message's\n"+
+			"          number (from GET /v1/tickets/{id}/messages) or its <Message-ID>.", getenv, stderr)
+	db := databaseSetting(fs)
+	sub, name, rest := subcommand(args, "reparse")
+	if err := fs.parse(rest); err != nil {
+		return err
+	}
+	if sub != "reparse" || name == "" {
+		fs.Usage()
+		return usageErrorf("want mail reparse MESSAGE")
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	pool, err := openDatabase(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st := store.New(pool)
+	id, err := strconv.ParseInt(name, 10, 64)
+	if err != nil {
+		if !strings.HasPrefix(name, "<") {
+			name = "<" + name + ">"
+		}
+		if id, err = st.MessageByEmailID(ctx, name); errors.Is(err, store.ErrNotFound) {
+			return usageErrorf("there is no message %s", name)
+		} else if err != nil {
+			return err
+		}
+	}
+	raw, err := st.RawEmail(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return usageErrorf("there is no message %d", id)
+	}
+	if err != nil {
+		return err
+	}
+	if raw == nil {
+		return usageErrorf("message %d did not come by email, or came before raw mail was kept", id)
+	}
+	m, err := inbound.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("message %d: %w", id, err)
+	}
+	if err := st.SetParsedContent(ctx, id, m.Text, m.Attachments); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "message %d read again from its %d raw bytes: %d bytes of text, %d attachments\n", id, len(raw), len(m.Text), len(m.Attachments))
+	return nil
+}
