@@ -54,12 +54,26 @@ func (d *Desk) BounceTx(ctx context.Context, tx pgx.Tx, b *Bounce) error {
 			return err
 		}
 	}
+	return d.tellAssignee(ctx, tx, t, "Bounced: ", note)
+}
+
+// TellAssigneeTx mails the ticket's assignee, if any and active, a short
+// notice on the agent-side thread, in the caller's transaction.
+func (d *Desk) TellAssigneeTx(ctx context.Context, tx pgx.Tx, ticketID, subjectPrefix, text string) error {
+	t, err := store.New(tx).GetTicket(ctx, ticketID)
+	if err != nil {
+		return err
+	}
+	return d.tellAssignee(ctx, tx, t, subjectPrefix, text)
+}
+
+func (d *Desk) tellAssignee(ctx context.Context, tx pgx.Tx, t *store.Ticket, subjectPrefix, text string) error {
 	if t.Assignee == nil {
 		return nil
 	}
-	a, err := st.GetAgent(ctx, *t.Assignee)
+	a, err := store.New(tx).GetAgent(ctx, *t.Assignee)
 	if err != nil || !a.Active() {
 		return err
 	}
-	return d.mailAgentTx(ctx, tx, t, a, "Bounced: "+notificationSubject(t), note+"\n\n-- \n"+howToAnswer+"\n", "")
+	return d.mailAgentTx(ctx, tx, t, a, subjectPrefix+notificationSubject(t), text+"\n\n-- \n"+howToAnswer+"\n", "")
 }

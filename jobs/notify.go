@@ -48,6 +48,8 @@ type Notifier interface {
 	NotifyTx(ctx context.Context, tx pgx.Tx, ticketID string, triageJobID int64) error
 	// BounceTx tells them a reply could not be delivered to an address.
 	BounceTx(ctx context.Context, tx pgx.Tx, b *desk.Bounce) error
+	// TellAssigneeTx mails the ticket's assignee a short notice.
+	TellAssigneeTx(ctx context.Context, tx pgx.Tx, ticketID, subjectPrefix, text string) error
 }
 
 // SetNotifier makes triage notify the ticket's agents when it finishes.

@@ -124,7 +124,14 @@ func TestRelayOutage(t *testing.T) {
 		b.Config.EmailDelayNotice = 300 * time.Millisecond
 		proxy.Refuse()
 		q := b.start(t)
+		q.SetNotifier(b.Desk(q))
 		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
+		if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "alice", DisplayName: "Alice", Email: "alice@support.example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Store.SetTicketAssignee(b.Ctx, ticketID, "alice"); err != nil {
+			t.Fatal(err)
+		}
 		msg, jobID := b.Reply(t, q, ticketID, "Hello back.")
 
 		deadline := time.Now().Add(15 * time.Second)
@@ -141,6 +148,11 @@ func TestRelayOutage(t *testing.T) {
 		}
 		if s, _ := q.Get(b.Ctx, jobID); s.State != jobs.StateRunning && s.Attempt != 0 {
 			t.Errorf("a delayed reply spent %d attempts", s.Attempt)
+		}
+		var told int
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM messages m JOIN outbound_recipients r ON r.message_id = m.id
+			WHERE m.direction = 'notification' AND r.address = 'alice@support.example.com' AND m.body LIKE '%not delivered after%'`).Scan(&told); err != nil || told != 1 {
+			t.Errorf("%d mails to the assignee about the delay (%v), want 1", told, err)
 		}
 
 		if err := proxy.Pass(); err != nil {

@@ -211,9 +211,18 @@ func (w *EmailWorker) noticeDelay(ctx context.Context, em *store.OutboundEmail) 
 	note := fmt.Sprintf("Reply %d is not delivered after %s (%s). It is still being tried, until %s.",
 		em.MessageID, w.delayNotice, reason, em.QueuedAt.Add(w.giveUpAfter).UTC().Format(time.RFC3339))
 	var marked bool
-	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) (err error) {
-		marked, err = store.New(tx).MarkDelayed(ctx, em.MessageID, note)
-		return err
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		ticketID, direction, m, err := store.New(tx).MarkDelayed(ctx, em.MessageID, note)
+		if err != nil || !m {
+			return err
+		}
+		marked = true
+		// The assignee hears of a reply to a customer that is late; mail to
+		// agents that is late would only queue behind itself.
+		if w.notifier != nil && direction == store.DirectionOutbound {
+			return w.notifier.TellAssigneeTx(ctx, tx, ticketID, "Delayed: ", note)
+		}
+		return nil
 	})
 	if err != nil {
 		return err

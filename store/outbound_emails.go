@@ -243,27 +243,29 @@ func (s *Store) RecordAttempt(ctx context.Context, messageID int64, r *AttemptRe
 	return nil
 }
 
-// MarkDelayed shows the message as delayed and adds a system note to its
-// ticket saying why, once: marked is false when it was marked before or is
+// MarkDelayed shows the message as delayed and, for a reply to the
+// customer, adds a system note to its ticket saying why, once: marked is false when it was marked before or is
 // no longer waiting. Run it in a transaction, so the note and the state
 // come together.
-func (s *Store) MarkDelayed(ctx context.Context, messageID int64, note string) (marked bool, err error) {
-	var ticketID string
+func (s *Store) MarkDelayed(ctx context.Context, messageID int64, note string) (ticketID, direction string, marked bool, err error) {
 	err = s.db.QueryRow(ctx, `UPDATE outbound_emails e SET state = 'delayed', delayed_at = now(), updated_at = now()
 		FROM messages m
 		WHERE e.message_id = $1 AND m.id = e.message_id AND e.delayed_at IS NULL
 		  AND e.state IN ('queued', 'sending', 'uncertain')
-		RETURNING m.ticket_id`, messageID).Scan(&ticketID)
+		RETURNING m.ticket_id, m.direction`, messageID).Scan(&ticketID, &direction)
 	if err = interpretError(err); errors.Is(err, ErrNotFound) {
-		return false, nil
+		return "", "", false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("mark email %d delayed: %w", messageID, err)
+		return "", "", false, fmt.Errorf("mark email %d delayed: %w", messageID, err)
 	}
-	if _, err := s.InsertMessage(ctx, &InsertMessageParams{TicketID: ticketID, Direction: DirectionNote, Author: AuthorSystem, Body: note}); err != nil {
-		return false, err
+	// The note is for replies to the customer; late mail to agents only shows its state.
+	if direction == DirectionOutbound {
+		if _, err := s.InsertMessage(ctx, &InsertMessageParams{TicketID: ticketID, Direction: DirectionNote, Author: AuthorSystem, Body: note}); err != nil {
+			return "", "", false, err
+		}
 	}
-	return true, nil
+	return ticketID, direction, true, nil
 }
 
 // ResetFailedRecipients makes failed recipients pending again and the
