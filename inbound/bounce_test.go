@@ -134,3 +134,25 @@ func TestBouncesReachTheAgent(t *testing.T) {
 		}
 	})
 }
+
+func TestAnswersToTheRelaysOwnMessageIDFindTheTicket(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const sesID = "0100018c2f0a1b2c-3d4e5f6a-7b8c-4d9e-a0b1-c2d3e4f5a6b7-000000"
+	b.outbound.SetFallback(smtptest.Fault{Reply: "Ok " + sesID})
+	q := b.StartQueue(t)
+	ticketID := b.openAPITicket(t, "C-0001", "Refund")
+	msg, jobID := b.Reply(t, q, ticketID, "Refunded.")
+	jobstest.WaitFor(t, q, jobID, jobs.StateSucceeded, 10*time.Second)
+	var stored string
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT coalesce(relay_message_id, '') FROM outbound_emails WHERE message_id = $1`, msg.ID).Scan(&stored); err != nil || stored != sesID {
+		t.Fatalf("relay message id %q (%v), want %s", stored, err, sesID)
+	}
+	// SES sent it as <id@eu-west-1.amazonses.com>; the customer answers that.
+	answer := "From: Ada Lovelace <ada.lovelace@example.com>\r\nTo: support@helpdesk.example.com\r\nSubject: Thanks\r\n" +
+		"Message-ID: <thanks.1@mail.example.com>\r\nIn-Reply-To: <" + sesID + "@eu-west-1.amazonses.com>\r\n\r\nThank you!\r\n"
+	out := b.receive(t, []byte(answer))
+	if out.Kind != "reply" || out.TicketID != ticketID || out.Matched != "headers" {
+		t.Errorf("outcome %+v, want the answer filed under %s by its headers", out, ticketID)
+	}
+}

@@ -338,7 +338,7 @@ func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *sto
 	if outcome.LastError != "" {
 		em.LastError = &outcome.LastError // what a delay notice reports
 	}
-	attempt := &store.AttemptResult{SMTPReply: res.Reply, LastError: outcome.LastError}
+	attempt := &store.AttemptResult{SMTPReply: res.Reply, LastError: outcome.LastError, RelayMessageID: mail.RelayMessageID(res.Reply)}
 	var sent, failed, pending, uncertain int
 	for _, r := range em.Recipients {
 		state := r.State

@@ -3,6 +3,7 @@ package mail
 import (
 	"errors"
 	"fmt"
+	"regexp"
 )
 
 // Recipient states after an attempt; the same words the store keeps.
@@ -74,6 +75,19 @@ func Classify(res *Result, to []string) *Outcome {
 		o.LastError = "SMTPUnknown: the attempt ended without a reply"
 	}
 	return o
+}
+
+var relayIDReply = regexp.MustCompile(`(?i)^ok\s+<?([a-z0-9][a-z0-9._+=-]{15,})>?\s*$`)
+
+// RelayMessageID is the id a relay gave the message in its 250 ("Ok <id>",
+// as Amazon SES answers, which then sends the mail with Message-ID
+// <id@…amazonses.com>); "" for any other reply, such as Postfix's
+// "2.0.0 Ok: queued as ABC123", which names a queue entry, not the mail.
+func RelayMessageID(reply string) string {
+	if m := relayIDReply.FindStringSubmatch(reply); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 // PausesRelay reports whether the attempt says to leave the whole relay

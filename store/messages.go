@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -237,9 +238,21 @@ func (s *Store) GetMessage(ctx context.Context, id int64) (*Message, error) {
 // TicketOfMessageIDs returns the ticket that holds the newest of the
 // messages with these Message-IDs, sent or received; ErrNotFound if none.
 func (s *Store) TicketOfMessageIDs(ctx context.Context, ids []string) (string, error) {
+	// An id may also be the one a relay gave our message and wrote into
+	// its Message-ID: <relay-id@relay's domain>.
+	locals := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if local, _, ok := strings.Cut(strings.Trim(id, "<>"), "@"); ok && local != "" {
+			locals = append(locals, local)
+		}
+	}
 	var ticketID string
-	err := s.db.QueryRow(ctx, `SELECT ticket_id FROM messages WHERE email_message_id = ANY($1)
-		ORDER BY created_at DESC, id DESC LIMIT 1`, ids).Scan(&ticketID)
+	err := s.db.QueryRow(ctx, `SELECT ticket_id FROM (
+			(SELECT ticket_id, created_at, id FROM messages WHERE email_message_id = ANY($1))
+			UNION ALL
+			(SELECT m.ticket_id, m.created_at, m.id FROM outbound_emails e JOIN messages m ON m.id = e.message_id
+			 WHERE e.relay_message_id = ANY($2))
+		) found ORDER BY created_at DESC, id DESC LIMIT 1`, ids, locals).Scan(&ticketID)
 	if err != nil {
 		return "", fmt.Errorf("find ticket by Message-IDs: %w", interpretError(err))
 	}

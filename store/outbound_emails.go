@@ -212,10 +212,12 @@ type RecipientResult struct {
 
 // AttemptResult is what an attempt did to the whole message.
 type AttemptResult struct {
-	State      string
-	LastError  string // empty keeps the previous one
-	SMTPReply  string // the final reply when the server took the message
-	Recipients []RecipientResult
+	State     string
+	LastError string // empty keeps the previous one
+	SMTPReply string // the final reply when the server took the message
+	// RelayMessageID is the relay's own id for the message, when its reply named one.
+	RelayMessageID string
+	Recipients     []RecipientResult
 }
 
 // RecordAttempt stores an attempt's outcome for the message and its recipients.
@@ -234,9 +236,10 @@ func (s *Store) RecordAttempt(ctx context.Context, messageID int64, r *AttemptRe
 	_, err := s.db.Exec(ctx, `UPDATE outbound_emails
 		SET state = CASE WHEN delayed_at IS NOT NULL AND $2 IN ('queued', 'sending', 'uncertain') THEN 'delayed' ELSE $2 END,
 		    last_error = COALESCE(NULLIF($3, ''), last_error), smtp_reply = COALESCE(NULLIF($4, ''), smtp_reply),
+		    relay_message_id = COALESCE(NULLIF($5, ''), relay_message_id),
 		    sent_at = CASE WHEN $2 IN ('sent', 'partially_sent', 'captured') AND sent_at IS NULL THEN now() ELSE sent_at END,
 		    updated_at = now()
-		WHERE message_id = $1`, messageID, r.State, r.LastError, r.SMTPReply)
+		WHERE message_id = $1`, messageID, r.State, r.LastError, r.SMTPReply, r.RelayMessageID)
 	if err != nil {
 		return fmt.Errorf("record attempt of %d: %w", messageID, err)
 	}

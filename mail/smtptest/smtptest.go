@@ -43,6 +43,9 @@ type Fault struct {
 	// StallBody stops reading the body after DATA, so a large message
 	// fills the socket and the client's write blocks.
 	StallBody bool
+	// Reply is the text of the 250 after the body, in place of go-smtp's
+	// "OK: queued": "Ok <id>" as Amazon SES answers.
+	Reply string
 }
 
 // Common faults, as servers write them.
@@ -356,6 +359,10 @@ func (s *session) Data(r io.Reader) error {
 	}
 	if s.conn.fault.DropAfterBody {
 		s.conn.Close() // the message is in, the acknowledgement never leaves
+	}
+	if s.conn.fault.Reply != "" {
+		// go-smtp writes an error's code and text as they are, 250 included.
+		return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.NoEnhancedCode, Message: s.conn.fault.Reply}
 	}
 	return nil
 }
