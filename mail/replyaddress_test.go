@@ -70,10 +70,10 @@ func TestRelayMessageID(t *testing.T) {
 	t.Parallel()
 	for reply, want := range map[string]string{
 		"Ok 0100018c2f0a1b2c-3d4e5f6a-7b8c-4d9e-a0b1-c2d3e4f5a6b7-000000": "0100018c2f0a1b2c-3d4e5f6a-7b8c-4d9e-a0b1-c2d3e4f5a6b7-000000",
-		"OK <0100018c2f0a1b2c-3d4e5f6a>":                                   "0100018c2f0a1b2c-3d4e5f6a",
-		"2.0.0 Ok: queued as ABC123DEF":                                    "",
-		"OK: queued":                                                       "",
-		"Ok":                                                               "",
+		"OK <0100018c2f0a1b2c-3d4e5f6a>":                                  "0100018c2f0a1b2c-3d4e5f6a",
+		"2.0.0 Ok: queued as ABC123DEF":                                   "",
+		"OK: queued":                                                      "",
+		"Ok":                                                              "",
 	} {
 		if got := mail.RelayMessageID(reply); got != want {
 			t.Errorf("RelayMessageID(%q) = %q, want %q", reply, got, want)
