@@ -52,9 +52,13 @@ type Notifier interface {
 	TellAssigneeTx(ctx context.Context, tx pgx.Tx, ticketID, subjectPrefix, text string) error
 }
 
-// SetNotifier makes triage notify the ticket's agents when it finishes.
-// Call it before Start.
+// SetNotifier makes triage notify the ticket's agents when it finishes,
+// and deliveries tell them of bounces and delays. Without a relay nothing
+// could carry the mail, so nobody is notified. Call it before Start.
 func (q *Queue) SetNotifier(n Notifier) {
+	if q.config.Relay == nil {
+		return
+	}
 	if q.triage != nil {
 		q.triage.notifier = n
 	}
@@ -67,7 +71,7 @@ func (q *Queue) SetNotifier(n Notifier) {
 // in the caller's transaction; desk calls it.
 func (q *Queue) EnqueueNotifyTx(ctx context.Context, tx pgx.Tx, messageID int64, ticketID string) (int64, error) {
 	if q.config.Relay == nil {
-		return 0, errNoRelayForNotify
+		return 0, desk.ErrNoRelay
 	}
 	res, err := q.Client.InsertTx(ctx, tx, NotifyArgs{MessageID: messageID, TicketID: ticketID},
 		&river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})

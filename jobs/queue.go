@@ -272,12 +272,6 @@ func (q *Queue) EnqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64) 
 	if q.config.Relay == nil {
 		return 0, desk.ErrNoRelay
 	}
-	return q.enqueueEmailTx(ctx, tx, messageID)
-}
-
-var errNoRelayForNotify = desk.ErrNoRelay
-
-func (q *Queue) enqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64) (int64, error) {
 	res, err := q.Client.InsertTx(ctx, tx, EmailArgs{MessageID: messageID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
 	if err != nil {
 		return 0, fmt.Errorf("enqueue email %d: %w", messageID, err)
