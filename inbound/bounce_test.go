@@ -27,10 +27,14 @@ func bouncedTicket(t *testing.T, b *bundle) (ticketID string, reply *store.Messa
 		t.Fatal(err)
 	}
 	reply, _ = b.Reply(t, b.queue, ticketID, "Hi.")
-	if tk, _ := b.Store.GetTicket(b.Ctx, ticketID); tk.Status != store.StatusPending {
-		t.Fatalf("ticket %s after the reply", tk.Status)
-	}
 	return ticketID, reply
+}
+
+func requirePending(t *testing.T, b *bundle, ticketID string) {
+	t.Helper()
+	if tk, _ := b.Store.GetTicket(b.Ctx, ticketID); tk.Status != store.StatusPending {
+		t.Fatalf("ticket %s after the reply, want pending", tk.Status)
+	}
 }
 
 func systemNotes(t *testing.T, b *bundle, ticketID string) string {
@@ -59,6 +63,7 @@ func TestBouncesReachTheAgent(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			ticketID, reply := bouncedTicket(t, b)
+			requirePending(t, b, ticketID)
 			out := b.receive(t, fixture(t, file, "{{RECIPIENT}}", "bram.devries@example.com", "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID))
 			if out.Kind != "bounce" || out.TicketID != ticketID {
 				t.Fatalf("outcome %+v", out)
@@ -83,6 +88,7 @@ func TestBouncesReachTheAgent(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ticketID, reply := bouncedTicket(t, b)
+		requirePending(t, b, ticketID)
 		b.receive(t, fixture(t, "delay_postfix.eml", "{{RECIPIENT}}", "bram.devries@example.com", "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID))
 		tk, _ := b.Store.GetTicket(b.Ctx, ticketID)
 		if tk.Status != store.StatusPending || !strings.Contains(systemNotes(t, b, ticketID), "delayed") {
