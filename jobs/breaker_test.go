@@ -27,10 +27,11 @@ func TestCircuitBreaker(t *testing.T) {
 	t.Run("AnOutageDuringAStreamOfTicketsEndsWithNoDeadLetterAndFewCalls", func(t *testing.T) {
 		t.Parallel()
 		b := jobstest.Setup(t)
-		// The test's settings, a 1:300 scale of the defaults' story: the
-		// breaker opens after 5 failures within 1s and probes from 100ms
-		// to 400ms; the outage lasts 2s (10 minutes in the story).
-		b.Config.Breaker = jobs.BreakerConfig{Failures: 5, Window: time.Second, ProbeMin: 100 * time.Millisecond, ProbeMax: 400 * time.Millisecond}
+		// The test's settings, about a 1:300 scale of the defaults' story:
+		// the breaker opens after 5 failures within 2s (a window wide
+		// enough for a busy machine) and probes from 100ms to 400ms; the
+		// outage lasts 2s (10 minutes in the story).
+		b.Config.Breaker = jobs.BreakerConfig{Failures: 5, Window: 2 * time.Second, ProbeMin: 100 * time.Millisecond, ProbeMax: 400 * time.Millisecond}
 		b.Config.TriageMaxAttempts = 3
 		if err := b.Sim.SetMode(simulator.ModeOutage); err != nil {
 			t.Fatal(err)
