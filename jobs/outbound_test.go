@@ -9,7 +9,9 @@ import (
 
 	gomail "github.com/emersion/go-message/mail"
 	"github.com/emersion/go-smtp"
+	"github.com/jackc/pgx/v5"
 
+	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail"
@@ -328,8 +330,17 @@ func TestOutboundEmail(t *testing.T) {
 			t.Errorf("the subject injected a header: %q", p.subject)
 		}
 
-		msg, jobID := b.Reply(t, q, ticketID, "Again.")
-		if _, err := b.Pool.Exec(b.Ctx, `INSERT INTO outbound_recipients (message_id, address, kind) VALUES ($1, E'x@example.com\r\nBcc: victim@example.com', 'cc')`, msg.ID); err != nil {
+		// The bad row goes in with the reply, before its job can run.
+		err := pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
+			msg, id, err := b.Desk(q).CreateReplyTx(b.Ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: "Again."})
+			if err != nil {
+				return err
+			}
+			jobID = id
+			_, err = tx.Exec(b.Ctx, `INSERT INTO outbound_recipients (message_id, address, kind) VALUES ($1, E'x@example.com\r\nBcc: victim@example.com', 'cc')`, msg.ID)
+			return err
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		s := jobstest.WaitFor(t, q, jobID, jobs.StateFailed, 10*time.Second)
