@@ -40,28 +40,16 @@ func (s *Server) patchTicket(w http.ResponseWriter, r *http.Request, who Actor) 
 		return unprocessable("invalid_status", "status must be one of %s", strings.Join(store.TicketStatuses, ", "))
 	case req.Assignee != nil && *req.Assignee != "" && !agentNameRE.MatchString(*req.Assignee):
 		return unprocessable("unknown_agent", "assignee %q is not an agent's name", *req.Assignee)
-	case req.Team != nil && !teamRE.MatchString(*req.Team):
+	case req.Team != nil && !desk.TeamName.MatchString(*req.Team):
 		return unprocessable("unknown_team", "team %q is not a team's name", *req.Team)
 	case req.Priority != nil && (*req.Priority < 1 || *req.Priority > 4):
 		return unprocessable("invalid_priority", "priority must be 1 (urgent) to 4 (low), got %d", *req.Priority)
-	}
-	if _, err := s.ticket(r.Context(), id); err != nil {
-		return err
 	}
 	if _, err := s.desk.ChangeTicket(r.Context(), who.String(), id, &desk.Change{Status: req.Status, Assignee: req.Assignee,
 		Team: req.Team, Priority: req.Priority}); err != nil {
 		return err
 	}
 	return s.getTicket(w, r, who)
-}
-
-// ticket returns the ticket or a 404.
-func (s *Server) ticket(ctx context.Context, id string) (*store.Ticket, error) {
-	t, err := store.New(s.pool).GetTicket(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
 }
 
 type noteRequest struct {

@@ -250,7 +250,7 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who Actor) 
 	if q.Has("status") && !slices.Contains(store.TicketStatuses, params.Status) {
 		return badRequest("invalid_status", "status must be one of "+strings.Join(store.TicketStatuses, ", "))
 	}
-	if q.Has("team") && !teamRE.MatchString(params.Team) {
+	if q.Has("team") && !desk.TeamName.MatchString(params.Team) {
 		return badRequest("invalid_team", "team must be a team name such as billing")
 	}
 	if params.Assignee == "me" {
@@ -313,9 +313,6 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who Actor) 
 
 // ticketIDRE is every ticket number there can be: T- and a bigint.
 var ticketIDRE = regexp.MustCompile(`^T-[0-9]{1,18}$`)
-
-// teamRE is a team's name, as agent_teams allows it.
-var teamRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
 
 // checkTicketID answers 404 for an id that cannot name a ticket, before
 // any query: such text (a NUL, invalid UTF-8) would otherwise reach

@@ -9,12 +9,14 @@ package desk
 import (
 	"context"
 	"errors"
+	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"helpdesk/mail"
+	"helpdesk/store"
 )
 
 // Jobs queues the background work of a use case in its transaction;
@@ -71,6 +73,9 @@ func New(pool *pgxpool.Pool, jobs Jobs, config Config) *Desk {
 	return &Desk{pool: pool, jobs: jobs, config: config}
 }
 
+// TeamName is what a team may be called, as agent_teams' CHECK has it.
+var TeamName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
+
 // ActorSystem is who makes the changes that nobody asked for: autoclose
 // and assignment by triage.
-const ActorSystem = "system"
+const ActorSystem = store.AuthorSystem

@@ -37,6 +37,21 @@ func requirePending(t *testing.T, b *bundle, ticketID string) {
 	}
 }
 
+// suppressed reports whether the address is on the suppression list.
+func suppressed(t *testing.T, b *bundle, address string) bool {
+	t.Helper()
+	list, err := b.Store.ListSuppressions(b.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		if s.Address == address {
+			return true
+		}
+	}
+	return false
+}
+
 func systemNotes(t *testing.T, b *bundle, ticketID string) string {
 	t.Helper()
 	msgs, err := b.Store.ListMessages(b.Ctx, ticketID)
@@ -73,8 +88,7 @@ func TestBouncesReachTheAgent(t *testing.T) {
 			if tk.Status != store.StatusOpen || !strings.Contains(notes, "bram.devries@example.com") || !strings.Contains(notes, status) {
 				t.Errorf("ticket %s, notes %q; want it open with a note naming the address and %s", tk.Status, notes, status)
 			}
-			suppressed, _ := b.Store.Suppressed(b.Ctx, []string{"Bram.DeVries@example.com"})
-			if !suppressed["bram.devries@example.com"] {
+			if !suppressed(t, b, "bram.devries@example.com") {
 				t.Errorf("a hard bounce did not suppress the address")
 			}
 			if n := b.count(t, `SELECT count(*) FROM messages m JOIN outbound_recipients r ON r.message_id = m.id
@@ -135,7 +149,7 @@ func TestBouncesReachTheAgent(t *testing.T) {
 		if tk.Status != store.StatusOpen || !strings.Contains(systemNotes(t, b, ticketID), "5.1.1") {
 			t.Errorf("ticket %s, notes %q", tk.Status, systemNotes(t, b, ticketID))
 		}
-		if suppressed, _ := b.Store.Suppressed(b.Ctx, []string{"bram.devries@example.com"}); !suppressed["bram.devries@example.com"] {
+		if !suppressed(t, b, "bram.devries@example.com") {
 			t.Errorf("550 5.1.1 at RCPT did not suppress the address")
 		}
 	})

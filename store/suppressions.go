@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,27 +27,6 @@ func (s *Store) Suppress(ctx context.Context, address, status, ticketID string, 
 		return fmt.Errorf("suppress %s: %w", address, interpretError(err))
 	}
 	return nil
-}
-
-// Suppressed returns which of the addresses are on the list now.
-func (s *Store) Suppressed(ctx context.Context, addresses []string) (map[string]bool, error) {
-	lower := make([]string, len(addresses))
-	for i, a := range addresses {
-		lower[i] = strings.ToLower(a)
-	}
-	rows, err := s.db.Query(ctx, `SELECT address FROM suppressions WHERE address = ANY($1) AND expires_at > now()`, lower)
-	if err != nil {
-		return nil, fmt.Errorf("suppressions: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("suppressions: %w", err)
-	}
-	out := map[string]bool{}
-	for _, a := range list {
-		out[a] = true
-	}
-	return out, nil
 }
 
 // ListSuppressions returns the addresses on the list now, newest first.

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"helpdesk/api"
+	"helpdesk/desk"
 	"helpdesk/mail"
 	"helpdesk/store"
 )
@@ -31,8 +31,6 @@ func subcommand(args []string, named ...string) (sub, name string, rest []string
 	}
 	return sub, "", rest
 }
-
-var teamNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
 
 func cmdAgent(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("agent", "agent add NAME -email ADDR -team TEAM[,TEAM…] [-name \"Display Name\"] | agent list | agent disable NAME",
@@ -71,7 +69,7 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 			p.DisplayName = name
 		}
 		for _, t := range strings.Split(*teams, ",") {
-			if t = strings.TrimSpace(t); !teamNameRE.MatchString(t) {
+			if t = strings.TrimSpace(t); !desk.TeamName.MatchString(t) {
 				return usageErrorf("-team %q: want team names such as billing,shipping (lower case letters, digits, _ -)", *teams)
 			}
 			p.Teams = append(p.Teams, t)
