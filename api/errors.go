@@ -48,6 +48,11 @@ func toAPIError(err error) *Error {
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_agent", Message: err.Error()}
 	case errors.Is(err, desk.ErrUnknownTeam):
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_team", Message: err.Error()}
+	case errors.Is(err, desk.ErrAttachmentUnavailable):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "attachment_unavailable", Message: err.Error() +
+			"; upload the file again with POST /v1/attachments"}
+	case errors.Is(err, desk.ErrAttachmentTooLarge):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "attachment_too_large", Message: err.Error()}
 	case errors.Is(err, store.ErrConflict):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: err.Error()}
 	case store.Unavailable(err):

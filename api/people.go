@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"helpdesk/desk"
 	"helpdesk/mail"
 	"helpdesk/store"
 )
@@ -126,4 +127,39 @@ func (s *Server) createCustomer(w http.ResponseWriter, r *http.Request, who Acto
 		}
 		return http.StatusCreated, viewCustomer(c), nil
 	})
+}
+
+type patchAgentRequest struct {
+	Signature *string `json:"signature"`
+}
+
+// patchAgent answers PATCH /v1/agents/{name}: an agent sets its own
+// signature, which goes below every reply it sends from then on.
+func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request, who Actor) error {
+	if err := requireAgent(who, "change agents"); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	if name == "me" {
+		name = who.ID
+	}
+	if name != who.ID {
+		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: "an agent may change only its own settings"}
+	}
+	var req patchAgentRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if req.Signature == nil {
+		return unprocessable("nothing_to_change", "send the field to change: signature")
+	}
+	if err := desk.CheckSignature(*req.Signature); err != nil {
+		return unprocessable("invalid_signature", "%v", err)
+	}
+	a, err := store.New(s.pool).SetSignature(r.Context(), name, strings.ReplaceAll(*req.Signature, "\r\n", "\n"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a)
+	return nil
 }

@@ -13,8 +13,11 @@ import (
 	"helpdesk/store"
 )
 
-// maxCc bounds the copies of one reply.
-const maxCc = 20
+// maxCc bounds the copies of one reply, maxReplyAttachments its files.
+const (
+	maxCc               = 20
+	maxReplyAttachments = 20
+)
 
 type createReplyRequest struct {
 	Body string   `json:"body"`
@@ -23,6 +26,8 @@ type createReplyRequest struct {
 	FromDraft bool `json:"from_draft"`
 	// Status is the ticket's status after the reply; default pending.
 	Status string `json:"status"`
+	// Attachments are ids from POST /v1/attachments, sent in this order.
+	Attachments []int64 `json:"attachments"`
 }
 
 type createReplyResponse struct {
@@ -59,6 +64,16 @@ func (s *Server) createReply(w http.ResponseWriter, r *http.Request, who Actor) 
 	if len(req.Cc) > maxCc {
 		return unprocessable("invalid_cc", "at most %d cc addresses, got %d", maxCc, len(req.Cc))
 	}
+	if len(req.Attachments) > maxReplyAttachments {
+		return unprocessable("invalid_attachments", "at most %d attachments, got %d", maxReplyAttachments, len(req.Attachments))
+	}
+	seen := map[int64]bool{}
+	for _, id := range req.Attachments {
+		if id <= 0 || seen[id] {
+			return unprocessable("invalid_attachments", "attachments must be distinct ids from POST /v1/attachments, got %d twice or out of range", id)
+		}
+		seen[id] = true
+	}
 	cc := make([]*mail.Address, 0, len(req.Cc))
 	for _, c := range req.Cc {
 		a, err := mail.ParseAddress(c)
@@ -73,7 +88,7 @@ func (s *Server) createReply(w http.ResponseWriter, r *http.Request, who Actor) 
 		createReplyRequest
 	}{ticketID, req}, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
 		msg, jobID, err := s.desk.CreateReplyTx(ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: who.String(), Body: req.Body, Cc: cc,
-			FromDraft: req.FromDraft, Status: req.Status})
+			FromDraft: req.FromDraft, Status: req.Status, Attachments: req.Attachments})
 		if errors.Is(err, desk.ErrNoRelay) {
 			return 0, nil, &Error{Status: http.StatusServiceUnavailable, Code: "email_not_configured", Message: err.Error()}
 		}
@@ -119,12 +134,16 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, who Actor)
 	if err != nil {
 		return err
 	}
+	attachments, err := st.AttachmentsOfTicket(ctx, ticket.ID)
+	if err != nil {
+		return err
+	}
 	out := make([]messageWithDelivery, 0, len(msgs))
 	for _, m := range msgs {
 		if !store.Public(m.Direction) && !who.IsAgent() {
 			continue
 		}
-		v := messageWithDelivery{messageView: viewMessage(m)}
+		v := messageWithDelivery{messageView: viewMessage(m, attachments)}
 		// Delivery internals (SMTP replies, job ids, recipients) are for agents.
 		if d, ok := deliveries[m.ID]; ok && who.IsAgent() {
 			refs := d.References

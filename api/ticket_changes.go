@@ -77,7 +77,7 @@ func (s *Server) createNote(w http.ResponseWriter, r *http.Request, who Actor) e
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, viewMessage(msg))
+	writeJSON(w, http.StatusCreated, viewMessage(msg, nil))
 	return nil
 }
 

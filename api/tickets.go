@@ -129,12 +129,13 @@ type triageView struct {
 }
 
 type messageView struct {
-	ID             int64     `json:"id"`
-	Direction      string    `json:"direction"`
-	Author         string    `json:"author"`
-	Body           string    `json:"body"`
-	EmailMessageID *string   `json:"email_message_id"`
-	CreatedAt      time.Time `json:"created_at"`
+	ID             int64               `json:"id"`
+	Direction      string              `json:"direction"`
+	Author         string              `json:"author"`
+	Body           string              `json:"body"`
+	EmailMessageID *string             `json:"email_message_id"`
+	CreatedAt      time.Time           `json:"created_at"`
+	Attachments    []*store.Attachment `json:"attachments"`
 }
 
 type ticketView struct {
@@ -148,9 +149,13 @@ type ticketView struct {
 	Events       []*store.TicketEvent `json:"events,omitempty"`
 }
 
-func viewMessage(m *store.Message) messageView {
+func viewMessage(m *store.Message, attachments map[int64][]*store.Attachment) messageView {
+	list := attachments[m.ID]
+	if list == nil {
+		list = []*store.Attachment{}
+	}
 	return messageView{ID: m.ID, Direction: m.Direction, Author: m.Author, Body: m.Body,
-		EmailMessageID: m.EmailMessageID, CreatedAt: m.CreatedAt}
+		EmailMessageID: m.EmailMessageID, CreatedAt: m.CreatedAt, Attachments: list}
 }
 
 func summarize(t *store.Ticket, c *store.Customer) ticketSummary {
@@ -193,6 +198,10 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who Actor) er
 	if err != nil {
 		return err
 	}
+	attachments, err := st.AttachmentsOfTicket(ctx, ticket.ID)
+	if err != nil {
+		return err
+	}
 	view := ticketView{ticketSummary: summarize(ticket, customer), Messages: []messageView{}}
 	if who.IsAgent() {
 		view.DraftReply = ticket.DraftReply
@@ -208,7 +217,7 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who Actor) er
 		if !store.Public(m.Direction) && !who.IsAgent() {
 			continue
 		}
-		view.Messages = append(view.Messages, viewMessage(m))
+		view.Messages = append(view.Messages, viewMessage(m, attachments))
 	}
 	if ticket.TriageJobID != nil {
 		view.Triage = &triageView{JobID: *ticket.TriageJobID}

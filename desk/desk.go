@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"text/template"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,6 +51,12 @@ type Config struct {
 	// SuppressFor is how long an address that bounced for good is left
 	// alone; default 30 days.
 	SuppressFor time.Duration
+	// AttachmentMaxBytes is the largest file whose content is kept, in
+	// mail or uploaded; of a larger one in mail only its name, type and
+	// size are. Default 20 MiB.
+	AttachmentMaxBytes int64
+	// Ack acknowledges each new ticket a customer opens; nil: none.
+	Ack *AckConfig
 }
 
 // Desk runs the use cases against PostgreSQL.
@@ -66,6 +73,19 @@ func New(pool *pgxpool.Pool, jobs Jobs, config Config) *Desk {
 	}
 	if config.SuppressFor <= 0 {
 		config.SuppressFor = 30 * 24 * time.Hour
+	}
+	if config.Ack != nil {
+		ack := *config.Ack
+		if ack.Template == nil {
+			ack.Template = template.Must(ParseAckTemplate(DefaultAckTemplate))
+		}
+		if ack.MaxPerDay <= 0 {
+			ack.MaxPerDay = 3
+		}
+		config.Ack = &ack
+	}
+	if config.AttachmentMaxBytes <= 0 {
+		config.AttachmentMaxBytes = DefaultAttachmentMaxBytes
 	}
 	if config.From == nil {
 		config.From = &mail.Address{Name: "Support", Address: "support@" + config.MailDomain}

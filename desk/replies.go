@@ -23,6 +23,9 @@ type ReplyParams struct {
 	// Status is the ticket's status after the reply; "" is pending: we
 	// wait for the customer.
 	Status string
+	// Attachments are the replying agent's unsent uploads, sent with the
+	// reply in this order (ErrAttachmentUnavailable otherwise).
+	Attachments []int64
 }
 
 // CreateReplyTx writes, in the caller's transaction, the outbound message
@@ -65,6 +68,16 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx pgx.Tx, p *ReplyParams) (*s
 	})
 	if err != nil {
 		return nil, 0, err
+	}
+	if len(p.Attachments) > 0 {
+		agent, _ := strings.CutPrefix(p.Author, "agent:")
+		missing, err := st.AttachUploads(ctx, msg.ID, agent, p.Attachments)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(missing) > 0 {
+			return nil, 0, fmt.Errorf("attachments %v: %w", missing, ErrAttachmentUnavailable)
+		}
 	}
 	recipients := []store.Recipient{{Address: customer.Email, Kind: "to"}}
 	seen := map[string]bool{strings.ToLower(customer.Email): true}

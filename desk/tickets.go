@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,9 +41,12 @@ type OpenTicketParams struct {
 	// EmailMessageID is the first message's Message-ID when the ticket came
 	// by email; empty mints a synthetic thread root.
 	EmailMessageID string
-	Attachments    any    // the email's attachments' metadata
-	Automatic      bool   // an auto-reply or bulk mail: stored, not triaged
-	RawEmail       []byte // the email as it arrived
+	Attachments    []*store.NewAttachment // the email's files; past the size limit only their names are kept
+	Automatic      bool                   // an auto-reply or bulk mail: stored, not triaged
+	RawEmail       []byte                 // the email as it arrived
+	// NoAutoReply: the mail came from a machine, a list or a report, so
+	// no acknowledgement answers it (RFC 3834 §2).
+	NoAutoReply bool
 }
 
 // OpenTicket writes a ticket, its first message and its triage job in one
@@ -74,7 +78,7 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams)
 	}
 	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{
 		TicketID: ticket.ID, Direction: store.DirectionInbound, Author: author, Body: p.Body, EmailMessageID: &root,
-		Attachments: p.Attachments, AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
+		Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
 	}); err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
@@ -93,6 +97,13 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams)
 	if err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
+	// Only a customer's own new ticket is acknowledged, not one an agent
+	// opens for them.
+	if d.config.Ack != nil && !p.NoAutoReply && !strings.HasPrefix(author, "agent:") {
+		if err := d.acknowledgeTx(ctx, tx, ticket, root); err != nil {
+			return nil, 0, fmt.Errorf("open ticket: %w", err)
+		}
+	}
 	ticket.TriageJobID = &jobID
 	return ticket, jobID, nil
 }
@@ -103,9 +114,10 @@ type CustomerMessageParams struct {
 	Author         string // customer:C-… or email:ADDRESS
 	Body           string
 	EmailMessageID string // empty mints one, for a message that did not come by email
-	Attachments    any
+	Attachments    []*store.NewAttachment
 	Automatic      bool   // an auto-reply or bulk mail: stored, not triaged, reopens nothing
 	RawEmail       []byte // the email as it arrived
+	NoAutoReply    bool   // no acknowledgement, should it open a follow-up
 }
 
 // CustomerMessage is where a customer's message went.
@@ -129,7 +141,7 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx pgx.Tx, p *CustomerM
 	if ticket.Status == store.StatusClosed && !p.Automatic {
 		followUp, jobID, err := d.OpenTicketTx(ctx, tx, &OpenTicketParams{CustomerID: ticket.CustomerID, Subject: ticket.Subject,
 			Body: p.Body, Author: p.Author, FollowUpOf: ticket.ID, EmailMessageID: p.EmailMessageID, Attachments: p.Attachments,
-			RawEmail: p.RawEmail})
+			RawEmail: p.RawEmail, NoAutoReply: p.NoAutoReply})
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +157,7 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx pgx.Tx, p *CustomerM
 	}
 	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{
 		TicketID: p.TicketID, Direction: store.DirectionInbound, Author: p.Author, Body: p.Body,
-		EmailMessageID: &id, Attachments: p.Attachments, AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
+		EmailMessageID: &id, Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
 	})
 	if err != nil {
 		return nil, err

@@ -199,9 +199,7 @@ func TestAgentsAnswerByMail(t *testing.T) {
 		}
 		reply := w.awaitMailTo(t, "ada.lovelace@example.com", 1)
 		want := "Hi Ada,\n\nWe have refunded the second charge; it shows on your card within 3 days.\n\nDana"
-		if got := strings.TrimSpace(strings.ReplaceAll(reply.text, "\r\n", "\n")); got != want {
-			t.Errorf("the customer got %q, want only the agent's new text %q", got, want)
-		}
+		checkReplyText(t, reply.text, want)
 		if reply.from != "support@helpdesk.example.com" || bytes.Contains(reply.raw, []byte(agentAddress)) {
 			t.Errorf("the reply shows the agent's address (From %s)", reply.from)
 		}
@@ -260,10 +258,22 @@ func TestAgentsAnswerByMail(t *testing.T) {
 				t.Fatal(err)
 			}
 			reply := w.awaitMailTo(t, "ada.lovelace@example.com", 1)
-			if got := strings.TrimSpace(strings.ReplaceAll(reply.text, "\r\n", "\n")); got != want {
-				t.Errorf("the customer got %q, want %q", got, want)
-			}
+			checkReplyText(t, reply.text, want)
 		})
+	}
+}
+
+// checkReplyText checks that the customer's text part is the agent's new
+// text and nothing of the agent's mail around it, then the customer's own
+// message quoted below.
+func checkReplyText(t *testing.T, text, want string) {
+	t.Helper()
+	got := strings.ReplaceAll(text, "\r\n", "\n")
+	if !strings.HasPrefix(got, want+"\n\nOn ") || !strings.Contains(got, "Ada Lovelace wrote:\n> Hello,") {
+		t.Errorf("the customer got %q, want the agent's new text %q, then the customer's message quoted", got, want)
+	}
+	if newText := mail.NewText(got); newText != want {
+		t.Errorf("a mail client reads %q as the new text, want %q", newText, want)
 	}
 }
 

@@ -22,11 +22,16 @@ import (
 // maxTextBytes bounds the text kept of one message.
 const maxTextBytes = 64 << 10
 
-// Attachment is what is kept of an attachment: not its bytes.
+// Attachment is a file the message carries: an attached file, an inline
+// image (which an HTML part shows through its cid: Content-ID), a
+// forwarded message.
 type Attachment struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
-	Size int    `json:"size"`
+	Name      string // a file name without any folder; made up from the type when the part has none
+	Type      string // the media type, lower case
+	Size      int    // decoded bytes
+	Content   []byte
+	ContentID string // "<…>", or ""
+	Inline    bool
 }
 
 // Message is an inbound email as helpdesk needs it.
@@ -42,6 +47,9 @@ type Message struct {
 	Text        string // the readable text: text/plain, else the HTML turned into text
 	Attachments []Attachment
 	Automatic   bool // an auto-reply or bulk mail: store it, answer nothing, triage nothing
+	// NoAutoReply: a machine would answer a machine, or a list, or a
+	// report (RFC 3834 §2): no acknowledgement goes back.
+	NoAutoReply bool
 	Report      *DeliveryReport
 }
 
@@ -79,9 +87,14 @@ func Parse(raw []byte) (*Message, error) {
 	m.Subject = oneLine(m.Subject)
 	m.Date, _ = h.Date()
 	m.Automatic = isAutomatic(h.Header)
+	m.NoAutoReply = m.Automatic || h.Has("List-Id") || h.Has("List-Post") || h.Has("List-Unsubscribe") ||
+		suppressesAutoReply.MatchString(h.Get("X-Auto-Response-Suppress"))
 
 	w := walker{m: m}
 	m.Text = joinTexts(w.entity(e, 0, ""))
+	if m.Report != nil {
+		m.NoAutoReply = true
+	}
 	m.Text = clean(m.Text)
 	if len(m.Text) > maxTextBytes {
 		m.Text = strings.ToValidUTF8(m.Text[:maxTextBytes], "")
@@ -152,13 +165,69 @@ func (w *walker) entity(e *message.Entity, depth int, parentType string) []text 
 	case mediaType == "message/rfc822" && disposition != "attachment":
 		return w.forwarded(body, depth)
 	case disposition == "attachment" || (name != "" && !strings.HasPrefix(mediaType, "text/")):
-		w.m.Attachments = append(w.m.Attachments, Attachment{Name: oneLine(decodeWord(name)), Type: oneLine(mediaType), Size: len(body)})
+		w.attach(e.Header, name, mediaType, disposition, body)
 	case mediaType == "text/plain" || mediaType == "":
 		return []text{{body: string(body)}}
 	case mediaType == "text/html":
 		return []text{{body: string(body), html: true}}
+	case !strings.HasPrefix(mediaType, "text/") && len(body) > 0:
+		// A part with no name that is not text: an inline image of an
+		// HTML part, or a file a client sent without a name. Kept too.
+		w.attach(e.Header, name, mediaType, disposition, body)
 	}
 	return nil
+}
+
+// maxAttachments bounds the attachments kept of one message; a message
+// with more is an attack or a mistake, and the first ones are kept.
+const maxAttachments = 100
+
+// attach keeps a part as an attachment.
+func (w *walker) attach(h message.Header, name, mediaType, disposition string, body []byte) {
+	if len(w.m.Attachments) >= maxAttachments {
+		return
+	}
+	if mediaType == "" {
+		mediaType = "application/octet-stream"
+	}
+	a := Attachment{Name: fileName(decodeWord(name)), Type: oneLine(strings.ToLower(mediaType)), Size: len(body), Content: body}
+	if ids := ParseIDList(h.Get("Content-Id")); len(ids) > 0 {
+		a.ContentID = ids[0]
+	}
+	a.Inline = disposition == "inline" || (disposition == "" && a.ContentID != "")
+	if a.Name == "" {
+		a.Name = fmt.Sprintf("attachment-%d%s", len(w.m.Attachments)+1, extensionOf(a.Type))
+	}
+	w.m.Attachments = append(w.m.Attachments, a)
+}
+
+// fileName is the last element of a name that may carry a client's folder
+// (`C:\Users\ada\scan.pdf`, "../x"), on one line.
+func fileName(name string) string {
+	name = oneLine(name)
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	if name == "." || name == ".." {
+		return ""
+	}
+	return strings.TrimSpace(name)
+}
+
+// extensionOf is the usual file extension of a media type, or "".
+func extensionOf(mediaType string) string {
+	switch mediaType {
+	case "image/jpeg":
+		return ".jpg"
+	case "text/plain":
+		return ".txt"
+	case "message/rfc822":
+		return ".eml"
+	}
+	if exts, _ := mime.ExtensionsByType(mediaType); len(exts) > 0 {
+		return exts[0]
+	}
+	return ".bin"
 }
 
 func (w *walker) multipart(e *message.Entity, depth int, mediaType string, params map[string]string) []text {
@@ -236,7 +305,7 @@ func (w *walker) forwarded(raw []byte, depth int) []text {
 	if name == "" {
 		name = "message"
 	}
-	w.m.Attachments = append(w.m.Attachments, Attachment{Name: name + ".eml", Type: "message/rfc822", Size: len(raw)})
+	w.attach(message.Header{}, name+".eml", "message/rfc822", "attachment", raw)
 	return []text{{body: head.String() + "\n" + joinTexts(w.entity(inner, depth+1, ""))}}
 }
 
@@ -291,6 +360,9 @@ func headerMessageID(b []byte) string {
 	}
 	return ""
 }
+
+// suppressesAutoReply is Exchange's "no automatic answers, please".
+var suppressesAutoReply = regexp.MustCompile(`(?i)\b(all|autoreply)\b`)
 
 var autoPrecedence = regexp.MustCompile(`(?i)^\s*(bulk|auto_reply|list|junk)\s*$`)
 

@@ -1,6 +1,7 @@
 package inbound_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,22 @@ func TestParseRealMail(t *testing.T) {
 			want := "The app crashes when I open Settings . See this page (https://status.example.com/incident/42)"
 			if !strings.Contains(m.Text, "Hello support team,") || !strings.Contains(m.Text, want) || strings.Contains(m.Text, "color") {
 				t.Errorf("HTML turned into %q", m.Text)
+			}
+		}},
+		{"outlook_inline_image.eml", func(t *testing.T, m *inbound.Message) {
+			if len(m.Attachments) != 2 {
+				t.Fatalf("attachments %+v, want the inline image and the file", m.Attachments)
+			}
+			img, file := m.Attachments[0], m.Attachments[1]
+			if !img.Inline || img.ContentID != "<image001.png@01DB4A1B.2C3D4E50>" || img.Type != "image/png" ||
+				img.Name != "attachment-1.png" || img.Size != 70 || !bytes.HasPrefix(img.Content, []byte("\x89PNG")) {
+				t.Errorf("inline image %+v", img)
+			}
+			if file.Inline || file.Name != "Gerätedaten.txt" || string(file.Content) != "Seriennummer: 4711\n" {
+				t.Errorf("file %+v", file)
+			}
+			if !strings.Contains(m.Text, "Display ist kaputt") {
+				t.Errorf("text %q", m.Text)
 			}
 		}},
 		{"thunderbird_latin1_attachment.eml", func(t *testing.T, m *inbound.Message) {

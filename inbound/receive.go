@@ -134,7 +134,8 @@ func (rc *Receiver) file(ctx context.Context, tx pgx.Tx, msg *Message, rcpts []s
 		}
 		ticket, _, err := rc.desk.OpenTicketTx(ctx, tx, &desk.OpenTicketParams{
 			CustomerID: customer.ID, Subject: truncateRunes(subject, 200), Body: msg.Text, Author: author,
-			EmailMessageID: msg.MessageID, Attachments: msg.Attachments, Automatic: msg.Automatic, RawEmail: raw,
+			EmailMessageID: msg.MessageID, Attachments: msg.Files(), Automatic: msg.Automatic, RawEmail: raw,
+			NoAutoReply: msg.NoAutoReply,
 		})
 		if err != nil {
 			return nil, err
@@ -143,7 +144,7 @@ func (rc *Receiver) file(ctx context.Context, tx pgx.Tx, msg *Message, rcpts []s
 	}
 	m, err := rc.desk.AddCustomerMessageTx(ctx, tx, &desk.CustomerMessageParams{
 		TicketID: ticketID, Author: author, Body: msg.Text, EmailMessageID: msg.MessageID,
-		Attachments: msg.Attachments, Automatic: msg.Automatic, RawEmail: raw,
+		Attachments: msg.Files(), Automatic: msg.Automatic, RawEmail: raw, NoAutoReply: msg.NoAutoReply,
 	})
 	if err != nil {
 		return nil, err
@@ -219,7 +220,7 @@ func (rc *Receiver) bounce(ctx context.Context, tx pgx.Tx, st *store.Store, msg 
 		orig = msg.InReplyTo[0]
 	}
 	ticketID, direction, err := st.TicketOfEmail(ctx, orig)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && direction != store.DirectionOutbound) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !store.ToCustomer(direction)) {
 		// Backscatter, or a report on mail we never sent to a customer: nothing to file.
 		rc.logger.InfoContext(ctx, "delivery report about no reply of ours", slog.String("original", orig))
 		return &Outcome{Kind: "ignored"}, nil
@@ -312,4 +313,14 @@ func truncateRunes(s string, n int) string {
 		i++
 	}
 	return s
+}
+
+// Files are the message's attachments as the store keeps them.
+func (m *Message) Files() []*store.NewAttachment {
+	out := make([]*store.NewAttachment, 0, len(m.Attachments))
+	for _, a := range m.Attachments {
+		out = append(out, &store.NewAttachment{Filename: a.Name, ContentType: a.Type, Size: int64(a.Size), Content: a.Content,
+			ContentID: a.ContentID, Inline: a.Inline})
+	}
+	return out
 }

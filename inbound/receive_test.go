@@ -144,7 +144,7 @@ func TestReceiveRealMail(t *testing.T) {
 		}
 	})
 
-	t.Run("AnUnknownSenderBecomesACustomerAndAttachmentsAreKeptAsMetadata", func(t *testing.T) {
+	t.Run("AnUnknownSenderBecomesACustomerAndItsAttachmentIsKept", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		out := b.receive(t, fixture(t, "thunderbird_latin1_attachment.eml"))
@@ -153,8 +153,53 @@ func TestReceiveRealMail(t *testing.T) {
 		if err != nil || ticket.CustomerID != c.ID || c.Name != "Gaëlle Dubois" {
 			t.Fatalf("customer %+v %v, ticket %+v", c, err, ticket)
 		}
-		if n := b.count(t, `SELECT count(*) FROM messages WHERE ticket_id = $1 AND attachments @> '[{"name": "facture-1042.pdf", "type": "application/pdf"}]'`, out.TicketID); n != 1 {
-			t.Error("the attachment's metadata was not kept")
+		byMessage, err := b.Store.AttachmentsOfTicket(b.Ctx, out.TicketID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list []*store.Attachment
+		for _, l := range byMessage {
+			list = append(list, l...)
+		}
+		if len(list) != 1 || list[0].Filename != "facture-1042.pdf" || list[0].ContentType != "application/pdf" || !list[0].Kept || list[0].Inline {
+			t.Fatalf("attachments %+v, want facture-1042.pdf kept", list)
+		}
+		_, content, err := b.Store.TicketAttachment(b.Ctx, out.TicketID, list[0].ID)
+		if err != nil || !bytes.HasPrefix(content, []byte("%PDF")) || int64(len(content)) != list[0].Size {
+			t.Errorf("content %.20q (%d bytes, %v), want the decoded PDF of %d bytes", content, len(content), err, list[0].Size)
+		}
+	})
+
+	t.Run("InlineImagesAreKeptWithTheirContentIDAndLargeFilesAsANote", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.DeskConfig.AttachmentMaxBytes = 64 // the image (70 bytes) is over, the text file (19) under
+		b.receiver = inbound.NewReceiver(b.Pool, b.Desk(b.queue), []string{"helpdesk.example.com"}, jobstest.Logger())
+		raw := fixture(t, "outlook_inline_image.eml")
+		out := b.receive(t, raw)
+		byMessage, err := b.Store.AttachmentsOfTicket(b.Ctx, out.TicketID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list []*store.Attachment
+		for _, l := range byMessage {
+			list = append(list, l...)
+		}
+		if len(list) != 2 {
+			t.Fatalf("attachments %+v", list)
+		}
+		img, file := list[0], list[1]
+		if img.Kept || img.Note == nil || !strings.Contains(*img.Note, "over the limit") || img.Size != 70 || !img.Inline ||
+			img.ContentID == nil || *img.ContentID != "<image001.png@01DB4A1B.2C3D4E50>" {
+			t.Errorf("the image over the limit: %+v", img)
+		}
+		if !file.Kept || file.Filename != "Gerätedaten.txt" {
+			t.Errorf("the file under the limit: %+v", file)
+		}
+		// The same file in another mail is stored once.
+		b.receive(t, bytes.Replace(raw, []byte("AM0PR01MB0001.inline"), []byte("AM0PR01MB0002.inline"), 1))
+		if n := b.count(t, `SELECT count(*) FROM attachment_contents`); n != 1 {
+			t.Errorf("%d contents for one file sent twice, want 1", n)
 		}
 	})
 

@@ -186,7 +186,7 @@ func (w *EmailWorker) reportRefusals(ctx context.Context, tx pgx.Tx, messageID i
 			if msg, err = store.New(tx).GetMessage(ctx, messageID); err != nil {
 				return err
 			}
-			if msg.Direction != store.DirectionOutbound {
+			if !store.ToCustomer(msg.Direction) {
 				return nil // mail to agents: their own problem to see in the log
 			}
 		}
@@ -286,7 +286,17 @@ func (w *EmailWorker) render(ctx context.Context, em *store.OutboundEmail) (*sto
 	out := &mail.Outgoing{
 		From: from, Subject: ticket.Subject, TicketID: ticket.ID, Date: msg.CreatedAt,
 		MessageID: *msg.EmailMessageID, InReplyTo: thread.Parent, References: mail.References(thread.Earlier),
-		ThreadRoot: thread.Root, ThreadStart: ticket.CreatedAt, Body: msg.Body,
+		ThreadRoot: thread.Root, ThreadStart: ticket.CreatedAt,
+	}
+	if out.Body, out.HTML, err = replyBodies(ctx, st, msg, customer); err != nil {
+		return nil, err
+	}
+	files, err := st.MessageAttachmentFiles(ctx, msg.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		out.Attachments = append(out.Attachments, &mail.File{Name: f.Filename, ContentType: f.ContentType, Content: f.Content})
 	}
 	// Answers come back to the ticket's plus-address (matched on the way
 	// in), so a client that drops In-Reply-To still threads.
@@ -319,6 +329,35 @@ func (w *EmailWorker) render(ctx context.Context, em *store.OutboundEmail) (*sto
 	}
 	em.Rendered, em.InReplyTo, em.References = raw, &out.InReplyTo, out.References
 	return em, nil
+}
+
+// replyBodies writes a reply's text and HTML: the agent's text, the
+// agent's signature, and the customer's message before it, quoted.
+func replyBodies(ctx context.Context, st *store.Store, msg *store.Message, customer *store.Customer) (text, html string, err error) {
+	var signature string
+	if name, ok := strings.CutPrefix(msg.Author, "agent:"); ok {
+		agent, err := st.GetAgent(ctx, name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return "", "", err
+		}
+		if agent != nil {
+			signature = agent.Signature
+		}
+	}
+	var quote *mail.Quote
+	quoted, err := st.QuotedMessage(ctx, msg)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", "", err
+	}
+	if quoted != nil {
+		name := customer.Name
+		if name == "" {
+			name = customer.Email
+		}
+		quote = &mail.Quote{Date: quoted.CreatedAt, Name: name, Text: quoted.Body}
+	}
+	text, html = mail.ReplyBodies(msg.Body, signature, quote)
+	return text, html, nil
 }
 
 // unsendable fails a message whose stored data cannot make a valid mail.

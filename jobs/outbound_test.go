@@ -366,8 +366,13 @@ func TestReplyHeaders(t *testing.T) {
 		}
 	})
 	t.Run("PythonReadsTheTextAsTheAgentWroteIt", func(t *testing.T) {
-		if got := mailtest.RequireNoDefects(t, p.raw); strings.TrimSpace(got.Text) != "Hello back." {
-			t.Errorf("Python reads the text as %q", got.Text)
+		got := mailtest.RequireNoDefects(t, p.raw)
+		text := strings.ReplaceAll(got.Text, "\r\n", "\n")
+		if !strings.HasPrefix(text, "Hello back.\n\nOn ") || !strings.HasSuffix(text, "Ada Customer wrote:\n> Hi.\n") {
+			t.Errorf("Python reads the text as %q, want the reply, then the customer's message quoted", got.Text)
+		}
+		if !strings.Contains(got.HTML, "<p>Hello back.</p>") || !strings.Contains(got.HTML, "<blockquote type=\"cite\"") {
+			t.Errorf("Python reads the HTML as %q", got.HTML)
 		}
 	})
 	t.Run("ReplyToIsTheTicketsPlusAddress", func(t *testing.T) {

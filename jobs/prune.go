@@ -11,7 +11,9 @@ import (
 	"helpdesk/store"
 )
 
-// PruneArgs is the periodic job that deletes expired Idempotency-Keys.
+// PruneArgs is the periodic job that deletes expired Idempotency-Keys,
+// uploads no reply sent within a day (and contents nothing refers to),
+// and acknowledgements too old to count toward their limit.
 type PruneArgs struct{}
 
 // Kind is River's name for the job.
@@ -48,5 +50,16 @@ func (w *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 	if n > 0 {
 		w.logger.InfoContext(ctx, "pruned expired idempotency keys", slog.Int64("deleted", n), slog.Duration("retention", w.retention))
 	}
-	return nil
+	uploads, contents, err := store.New(w.pool).PruneAttachments(ctx, uploadRetention)
+	if err != nil {
+		return err
+	}
+	if uploads+contents > 0 {
+		w.logger.InfoContext(ctx, "pruned unsent uploads", slog.Int64("uploads", uploads), slog.Int64("contents", contents))
+	}
+	_, err = store.New(w.pool).PruneAcknowledgements(ctx, 24*time.Hour)
+	return err
 }
+
+// uploadRetention is how long an upload waits for a reply to send it.
+const uploadRetention = 24 * time.Hour

@@ -106,6 +106,18 @@ type Outgoing struct {
 	ReplyTo     *Address
 	HTML        string
 	Automatic   bool
+	// AutoReply marks the service's answer to a person's mail, such as
+	// the acknowledgement of a new ticket (RFC 3834: auto-replied).
+	AutoReply bool
+
+	Attachments []*File
+}
+
+// File is an attachment of an outgoing message.
+type File struct {
+	Name        string
+	ContentType string // invalid or empty: application/octet-stream
+	Content     []byte
 }
 
 // Render writes the message with go-message: headers folded under 78
@@ -168,50 +180,106 @@ func (o *Outgoing) Render() ([]byte, error) {
 		h.SetText("Thread-Topic", oneLine(o.Subject))
 		h.Set("Thread-Index", ThreadIndex(o.ThreadRoot, o.ThreadStart, o.Date))
 	}
-	if o.Automatic {
-		// RFC 3834 §5: a machine wrote it; and Exchange's way of saying
-		// "no out-of-office answers, please".
+	switch {
+	case o.AutoReply:
+		// RFC 3834 §5: the service answered a person's mail; and
+		// Exchange's way of saying "no out-of-office answers, please".
+		h.Set("Auto-Submitted", "auto-replied")
+		h.Set("X-Auto-Response-Suppress", "All")
+	case o.Automatic:
 		h.Set("Auto-Submitted", "auto-generated")
 		h.Set("X-Auto-Response-Suppress", "All")
-	} else {
+	default:
 		h.Set("Auto-Submitted", "no") // a person wrote it (RFC 3834)
 	}
 
 	var buf bytes.Buffer
-	if o.HTML == "" {
-		h.SetContentType("text/plain", map[string]string{"charset": "utf-8"})
-		w, err := gomail.CreateSingleInlineWriter(&buf, h)
-		if err != nil {
-			return nil, fmt.Errorf("render: %w", err)
-		}
-		if _, err := io.WriteString(w, o.Body); err != nil {
-			return nil, fmt.Errorf("render: %w", err)
-		}
-		if err := w.Close(); err != nil {
-			return nil, fmt.Errorf("render: %w", err)
-		}
-		return buf.Bytes(), nil
-	}
-	mw, err := gomail.CreateInlineWriter(&buf, h) // multipart/alternative
-	if err != nil {
+	if err := o.writeBody(&buf, h); err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}
+	return buf.Bytes(), nil
+}
+
+// writeBody writes the header and the body: text/plain alone, or
+// multipart/alternative with the HTML; inside multipart/mixed when there
+// are attachments, the text first.
+func (o *Outgoing) writeBody(buf *bytes.Buffer, h gomail.Header) error {
+	if len(o.Attachments) == 0 {
+		if o.HTML == "" {
+			h.SetContentType("text/plain", map[string]string{"charset": "utf-8"})
+			w, err := gomail.CreateSingleInlineWriter(buf, h)
+			if err != nil {
+				return err
+			}
+			return writeAll(w, o.Body)
+		}
+		mw, err := gomail.CreateInlineWriter(buf, h)
+		if err != nil {
+			return err
+		}
+		return o.writeAlternatives(mw)
+	}
+	mw, err := gomail.CreateWriter(buf, h) // multipart/mixed
+	if err != nil {
+		return err
+	}
+	if o.HTML == "" {
+		var ph gomail.InlineHeader
+		ph.SetContentType("text/plain", map[string]string{"charset": "utf-8"})
+		w, err := mw.CreateSingleInline(ph)
+		if err != nil {
+			return err
+		}
+		if err := writeAll(w, o.Body); err != nil {
+			return err
+		}
+	} else {
+		iw, err := mw.CreateInline()
+		if err != nil {
+			return err
+		}
+		if err := o.writeAlternatives(iw); err != nil {
+			return err
+		}
+	}
+	for _, f := range o.Attachments {
+		var ah gomail.AttachmentHeader
+		ah.Set("Content-Type", mediaTypeOr(f.ContentType, "application/octet-stream")+"; "+fileParams("name", f.Name))
+		ah.Set("Content-Disposition", "attachment; "+fileParams("filename", f.Name))
+		w, err := mw.CreateAttachment(ah)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(f.Content); err != nil {
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+	}
+	return mw.Close()
+}
+
+// writeAlternatives writes the text part, then the HTML (RFC 2046
+// §5.1.4: the plainest first), and closes the multipart.
+func (o *Outgoing) writeAlternatives(mw *gomail.InlineWriter) error {
 	for _, part := range []struct{ mediaType, body string }{{"text/plain", o.Body}, {"text/html", o.HTML}} {
 		var ph gomail.InlineHeader
 		ph.SetContentType(part.mediaType, map[string]string{"charset": "utf-8"})
 		pw, err := mw.CreatePart(ph)
 		if err != nil {
-			return nil, fmt.Errorf("render: %w", err)
+			return err
 		}
-		if _, err := io.WriteString(pw, part.body); err != nil {
-			return nil, fmt.Errorf("render: %w", err)
-		}
-		if err := pw.Close(); err != nil {
-			return nil, fmt.Errorf("render: %w", err)
+		if err := writeAll(pw, part.body); err != nil {
+			return err
 		}
 	}
-	if err := mw.Close(); err != nil {
-		return nil, fmt.Errorf("render: %w", err)
+	return mw.Close()
+}
+
+func writeAll(w io.WriteCloser, s string) error {
+	if _, err := io.WriteString(w, s); err != nil {
+		return err
 	}
-	return buf.Bytes(), nil
+	return w.Close()
 }

@@ -14,6 +14,7 @@ type Agent struct {
 	DisplayName string     `json:"display_name"`
 	Email       string     `json:"email"`
 	Teams       []string   `json:"teams"`
+	Signature   string     `json:"signature"` // below every reply the agent sends
 	DisabledAt  *time.Time `json:"disabled_at"`
 	CreatedAt   time.Time  `json:"created_at"`
 }
@@ -27,14 +28,16 @@ type UpsertAgentParams struct {
 	DisplayName string
 	Email       string
 	Teams       []string // nil leaves the agent's teams as they are
+	Signature   *string  // nil leaves the signature as it is
 }
 
 // UpsertAgent adds the agent, or updates its name, email and teams.
 func (s *Store) UpsertAgent(ctx context.Context, p *UpsertAgentParams) error {
 	_, err := s.db.Exec(ctx,
-		`INSERT INTO agents (name, display_name, email) VALUES ($1, $2, $3)
-		ON CONFLICT (name) DO UPDATE SET display_name = EXCLUDED.display_name, email = EXCLUDED.email`,
-		p.Name, p.DisplayName, p.Email)
+		`INSERT INTO agents (name, display_name, email, signature) VALUES ($1, $2, $3, coalesce($4, ''))
+		ON CONFLICT (name) DO UPDATE SET display_name = EXCLUDED.display_name, email = EXCLUDED.email,
+			signature = coalesce($4, agents.signature)`,
+		p.Name, p.DisplayName, p.Email, p.Signature)
 	if err != nil {
 		return fmt.Errorf("upsert agent %s: %w", p.Name, interpretError(err))
 	}
@@ -51,12 +54,12 @@ func (s *Store) UpsertAgent(ctx context.Context, p *UpsertAgentParams) error {
 	return nil
 }
 
-const agentColumns = `a.name, a.display_name, a.email, a.disabled_at, a.created_at,
+const agentColumns = `a.name, a.display_name, a.email, a.signature, a.disabled_at, a.created_at,
 	ARRAY(SELECT team FROM agent_teams t WHERE t.agent = a.name ORDER BY team)`
 
 func scanAgent(row pgx.Row) (*Agent, error) {
 	var a Agent
-	if err := row.Scan(&a.Name, &a.DisplayName, &a.Email, &a.DisabledAt, &a.CreatedAt, &a.Teams); err != nil {
+	if err := row.Scan(&a.Name, &a.DisplayName, &a.Email, &a.Signature, &a.DisabledAt, &a.CreatedAt, &a.Teams); err != nil {
 		return nil, interpretError(err)
 	}
 	return &a, nil
@@ -96,6 +99,15 @@ func (s *Store) TeamAgents(ctx context.Context, team string) ([]*Agent, error) {
 		return nil, fmt.Errorf("agents of %s: %w", team, err)
 	}
 	return list, nil
+}
+
+// SetSignature replaces the agent's signature; ErrNotFound for an unknown agent.
+func (s *Store) SetSignature(ctx context.Context, name, signature string) (*Agent, error) {
+	a, err := scanAgent(s.db.QueryRow(ctx, `UPDATE agents a SET signature = $2 WHERE a.name = $1 RETURNING `+agentColumns, name, signature))
+	if err != nil {
+		return nil, fmt.Errorf("signature of agent %s: %w", name, err)
+	}
+	return a, nil
 }
 
 // DisableAgent stops the agent working: its keys answer 401 from the next

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -23,12 +22,20 @@ const (
 	// the customer's thread.
 	DirectionNotification = "notification"
 	DirectionAgentEmail   = "agent_email"
+	// The service's acknowledgement of a new ticket, mail to the customer.
+	DirectionAcknowledgement = "acknowledgement"
 )
 
 // Public reports whether the customer sees messages of this direction:
 // their own and the agents' replies.
 func Public(direction string) bool {
-	return direction == DirectionInbound || direction == DirectionOutbound
+	return direction == DirectionInbound || direction == DirectionOutbound || direction == DirectionAcknowledgement
+}
+
+// ToCustomer reports whether messages of this direction are mail to the
+// customer: an agent's reply or the acknowledgement of a new ticket.
+func ToCustomer(direction string) bool {
+	return direction == DirectionOutbound || direction == DirectionAcknowledgement
 }
 
 // AuthorSystem writes the notes that the service itself adds to a ticket,
@@ -53,9 +60,9 @@ type InsertMessageParams struct {
 	Author         string
 	Body           string
 	EmailMessageID *string
-	Attachments    any    // JSON-encodable metadata of the email's attachments; nil for none
-	AutoSubmitted  bool   // sent by a machine: an auto-reply or bulk mail
-	RawEmail       []byte // the email as it arrived, kept compressed; nil for none
+	Attachments    []*NewAttachment // the email's files and inline images
+	AutoSubmitted  bool             // sent by a machine: an auto-reply or bulk mail
+	RawEmail       []byte           // the email as it arrived, kept compressed; nil for none
 }
 
 const messageColumns = `id, ticket_id, direction, author, body, email_message_id, created_at`
@@ -70,25 +77,24 @@ func scanMessage(row pgx.Row) (*Message, error) {
 
 // InsertMessage adds a message to a ticket; a Message-ID already stored is ErrConflict.
 func (s *Store) InsertMessage(ctx context.Context, p *InsertMessageParams) (*Message, error) {
-	attachments, err := json.Marshal(p.Attachments)
-	if err != nil {
-		return nil, fmt.Errorf("insert message on %s: attachments: %w", p.TicketID, err)
-	}
-	if string(attachments) == "null" {
-		attachments = []byte("[]")
-	}
 	var raw []byte
 	if p.RawEmail != nil {
+		var err error
 		if raw, err = gzipBytes(p.RawEmail); err != nil {
 			return nil, fmt.Errorf("insert message on %s: compress: %w", p.TicketID, err)
 		}
 	}
 	m, err := scanMessage(s.db.QueryRow(ctx,
-		`INSERT INTO messages (ticket_id, direction, author, body, email_message_id, attachments, auto_submitted, raw_email)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+messageColumns,
-		p.TicketID, p.Direction, p.Author, p.Body, p.EmailMessageID, attachments, p.AutoSubmitted, raw))
+		`INSERT INTO messages (ticket_id, direction, author, body, email_message_id, auto_submitted, raw_email)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+messageColumns,
+		p.TicketID, p.Direction, p.Author, p.Body, p.EmailMessageID, p.AutoSubmitted, raw))
 	if err != nil {
 		return nil, fmt.Errorf("insert message on %s: %w", p.TicketID, err)
+	}
+	if len(p.Attachments) > 0 {
+		if _, err := s.InsertAttachments(ctx, &m.ID, p.Attachments); err != nil {
+			return nil, fmt.Errorf("insert message on %s: %w", p.TicketID, err)
+		}
 	}
 	return m, nil
 }
@@ -183,7 +189,7 @@ func (s *Store) ReplyThread(ctx context.Context, reply *Message) (*ThreadIDs, er
 	// (notifications, agents' mail) never appear in mail to the customer.
 	const earlier = `FROM messages
 		WHERE ticket_id = $1 AND email_message_id IS NOT NULL AND id <> $2 AND created_at <= $3
-		  AND direction IN ('inbound', 'outbound')`
+		  AND direction IN ('inbound', 'outbound', 'acknowledgement')`
 	rows, err := s.db.Query(ctx, `
 		(SELECT 'root', email_message_id, created_at, id `+earlier+` ORDER BY created_at, id LIMIT 1)
 		UNION ALL
@@ -224,6 +230,18 @@ func (s *Store) ReplyThread(ctx context.Context, reply *Message) (*ThreadIDs, er
 		t.Parent = t.Root
 	}
 	return t, nil
+}
+
+// QuotedMessage returns the customer's newest message before reply, the
+// one a reply quotes (machines' mail left out); ErrNotFound if none.
+func (s *Store) QuotedMessage(ctx context.Context, reply *Message) (*Message, error) {
+	m, err := scanMessage(s.db.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages
+		WHERE ticket_id = $1 AND direction = 'inbound' AND NOT auto_submitted AND id <> $2 AND created_at <= $3
+		ORDER BY created_at DESC, id DESC LIMIT 1`, reply.TicketID, reply.ID, reply.CreatedAt))
+	if err != nil {
+		return nil, fmt.Errorf("message quoted by %d: %w", reply.ID, err)
+	}
+	return m, nil
 }
 
 // GetMessage returns the message with the given id, or ErrNotFound.
@@ -315,21 +333,20 @@ func (s *Store) MessageByEmailID(ctx context.Context, emailMessageID string) (in
 }
 
 // SetParsedContent replaces what parsing made of an inbound message: its
-// text and its attachments' metadata.
-func (s *Store) SetParsedContent(ctx context.Context, id int64, body string, attachments any) error {
-	meta, err := json.Marshal(attachments)
-	if err != nil {
-		return fmt.Errorf("reparse message %d: %w", id, err)
-	}
-	if string(meta) == "null" {
-		meta = []byte("[]")
-	}
-	tag, err := s.db.Exec(ctx, `UPDATE messages SET body = $2, attachments = $3 WHERE id = $1`, id, body, meta)
+// text and its attachments. Run it in a transaction.
+func (s *Store) SetParsedContent(ctx context.Context, id int64, body string, attachments []*NewAttachment) error {
+	tag, err := s.db.Exec(ctx, `UPDATE messages SET body = $2 WHERE id = $1`, id, body)
 	if err != nil {
 		return fmt.Errorf("reparse message %d: %w", id, interpretError(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("message %d: %w", id, ErrNotFound)
+	}
+	if err := s.DeleteMessageAttachments(ctx, id); err != nil {
+		return err
+	}
+	if _, err := s.InsertAttachments(ctx, &id, attachments); err != nil {
+		return fmt.Errorf("reparse message %d: %w", id, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,4 +64,14 @@ func Open(ctx context.Context, url string, connectTimeout time.Duration) (*pgxpo
 		return nil, fmt.Errorf("reach database %s: %w", name, err)
 	}
 	return pool, nil
+}
+
+// prefixed qualifies each of a comma-separated column list with a table
+// alias ("a." + "id, name" is "a.id, a.name"), for queries that join.
+func prefixed(alias, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, p := range parts {
+		parts[i] = alias + strings.TrimSpace(p)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
+	"helpdesk/desk"
 	"helpdesk/inbound"
 	"helpdesk/store"
 )
@@ -15,9 +18,10 @@ import (
 func cmdMail(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("mail", "mail reparse MESSAGE",
 		"reparse   reads an inbound message again from the raw mail kept with it, and replaces its\n"+
-			"          text and attachments' metadata: after a parser fix. MESSAGE is the message's\n"+
+			"          text and attachments: after a parser fix. MESSAGE is the message's\n"+
 			"          number (from GET /v1/tickets/{id}/messages) or its <Message-ID>.", getenv, stderr)
 	db := databaseSetting(fs)
+	maxBytes := attachmentMaxSetting(fs)
 	sub, name, rest := subcommand(args, "reparse")
 	if err := fs.parse(rest); err != nil {
 		return err
@@ -28,6 +32,10 @@ func cmdMail(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	limit, err := maxBytes.positiveInt()
+	if err != nil {
+		return err
 	}
 	pool, err := openDatabase(ctx, db)
 	if err != nil {
@@ -60,7 +68,10 @@ func cmdMail(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return fmt.Errorf("message %d: %w", id, err)
 	}
-	if err := st.SetParsedContent(ctx, id, m.Text, m.Attachments); err != nil {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return store.New(tx).SetParsedContent(ctx, id, m.Text, desk.KeepAttachments(m.Files(), int64(limit)))
+	})
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "message %d read again from its %d raw bytes: %d bytes of text, %d attachments\n", id, len(raw), len(m.Text), len(m.Attachments))

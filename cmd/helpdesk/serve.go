@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -69,6 +70,8 @@ type serveConfig struct {
 	SMTPTimeout      time.Duration
 	CaptureDir       string // without a relay, mail is kept here (Maildir)
 	SuppressDays     int
+	AttachmentMax    int64           // the largest attachment whose content is kept or uploaded
+	Ack              *desk.AckConfig // nil: new tickets are not acknowledged
 
 	InboundAddr        string // empty: no inbound listener
 	InboundLMTP        bool
@@ -144,6 +147,10 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	giveUp := fs.setting("email-give-up-after", "HELPDESK_EMAIL_GIVE_UP_AFTER", "72h", "an email still undelivered this long after it was written fails")
 	delayNotice := fs.setting("email-delay-notice", "HELPDESK_EMAIL_DELAY_NOTICE", "30m", "an email undelivered this long shows as delayed, with a note on its ticket")
 	suppressDays := fs.setting("suppress-days", "HELPDESK_SUPPRESS_DAYS", "30", "an address that bounced for good is left alone this many days")
+	attachmentMax := attachmentMaxSetting(fs)
+	ack := fs.setting("ack", "HELPDESK_ACK", "1", "1: acknowledge each new ticket of a customer by mail (RFC 3834 auto-reply); 0: no acknowledgements")
+	ackMax := fs.setting("ack-max-per-day", "HELPDESK_ACK_MAX_PER_DAY", "3", "acknowledgements to one address in 24 hours, at most")
+	ackTemplate := fs.setting("ack-template", "HELPDESK_ACK_TEMPLATE", "", "file of the acknowledgement's text, a Go text/template given .TicketID, .Subject, .CustomerName, .CustomerEmail; unset: a built-in text")
 	captureDir := fs.setting("capture-dir", "HELPDESK_CAPTURE_DIR", "captured-mail", "without HELPDESK_SMTP_URL, mail is captured, not sent, in this Maildir folder")
 	smtpTimeout := fs.setting("smtp-timeout", "HELPDESK_SMTP_TIMEOUT", "1m", "deadline of each SMTP phase")
 	breakerFailures := fs.setting("breaker-failures", "HELPDESK_BREAKER_FAILURES", "10", "provider failures in a row (5xx, timeouts, no connection) that open the circuit breaker")
@@ -158,7 +165,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 	replyPrevious := fs.setting("reply-secret-previous", "HELPDESK_REPLY_SECRET_PREVIOUS", "", "earlier secrets, comma-separated, still accepted while replies to old notifications come in")
 	inboundAddr := fs.setting("inbound-addr", "HELPDESK_INBOUND_ADDR", "", "address of the inbound SMTP (or LMTP) listener; unset: none")
 	inboundLMTP := fs.setting("inbound-lmtp", "HELPDESK_INBOUND_LMTP", "0", "1: speak LMTP on the inbound listener, for a Postfix in front")
-	inboundMax := fs.setting("inbound-max-bytes", "HELPDESK_INBOUND_MAX_BYTES", "26214400", "largest inbound message; larger ones get 552 5.3.4")
+	inboundMax := fs.setting("inbound-max-bytes", "HELPDESK_INBOUND_MAX_BYTES", "31457280", "largest inbound message (a 20 MiB file takes 27 MiB in mail); larger ones get 552 5.3.4")
 	inboundDomains := fs.setting("inbound-domains", "HELPDESK_INBOUND_DOMAINS", "", "comma-separated support domains accepted as recipients; default HELPDESK_MAIL_DOMAIN")
 	inboundTimeout := fs.setting("inbound-timeout", "HELPDESK_INBOUND_TIMEOUT", "5m", "how long one inbound message may take, from the connection or MAIL to the final reply")
 	inboundSessions := fs.setting("inbound-max-sessions", "HELPDESK_INBOUND_MAX_SESSIONS", "100", "inbound SMTP sessions at once; more are answered 421 4.3.2")
@@ -209,6 +216,22 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		APIBurst:       positiveInt(&e, apiBurst),
 		AutoAssign:     autoAssign.val == "1",
 		AutocloseAfter: duration(&e, autoclose),
+	}
+	cfg.AttachmentMax = int64(positiveInt(&e, attachmentMax))
+	switch ack.val {
+	case "0":
+	case "1":
+		cfg.Ack = &desk.AckConfig{MaxPerDay: positiveInt(&e, ackMax)}
+		if ackTemplate.val != "" {
+			text, err := os.ReadFile(ackTemplate.val)
+			if err != nil {
+				e.keep(ackTemplate.fail("a readable file: " + err.Error()))
+			} else if cfg.Ack.Template, err = desk.ParseAckTemplate(string(text)); err != nil {
+				e.keep(ackTemplate.fail("a Go text/template: " + err.Error()))
+			}
+		}
+	default:
+		e.keep(ack.fail("1 or 0"))
 	}
 	cfg.ReplySecret = replySecret.val
 	if cfg.ReplySecret != "" && len(cfg.ReplySecret) < 16 {
@@ -405,7 +428,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		}
 	}
 	cases := desk.New(pool, queue, desk.Config{MailDomain: cfg.MailDomain, From: cfg.From, ReplyAddresses: replies,
-		SuppressFor: time.Duration(cfg.SuppressDays) * 24 * time.Hour})
+		SuppressFor: time.Duration(cfg.SuppressDays) * 24 * time.Hour, AttachmentMaxBytes: cfg.AttachmentMax, Ack: cfg.Ack})
 	queue.SetNotifier(cases)
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

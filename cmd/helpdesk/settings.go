@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"helpdesk/desk"
 )
 
 // usageError is a mistake in the command line or the environment: exit 2,
@@ -154,4 +156,17 @@ func (e *errs) keep(err error) {
 	if e.err == nil {
 		e.err = err
 	}
+}
+
+// set reports whether the flag was given on the command line.
+func (fs *flagSet) set(name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
+}
+
+// attachmentMaxSetting is the largest attachment whose content is kept.
+func attachmentMaxSetting(fs *flagSet) *setting {
+	return fs.setting("attachment-max-bytes", "HELPDESK_ATTACHMENT_MAX_BYTES", strconv.Itoa(desk.DefaultAttachmentMaxBytes),
+		"largest attachment whose content is kept (in mail, larger ones keep only their name, type and size) or uploaded")
 }

@@ -33,7 +33,7 @@ func subcommand(args []string, named ...string) (sub, name string, rest []string
 }
 
 func cmdAgent(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("agent", "agent add NAME -email ADDR -team TEAM[,TEAM…] [-name \"Display Name\"] | agent list | agent disable NAME",
+	fs := newFlagSet("agent", "agent add NAME -email ADDR -team TEAM[,TEAM…] [-name \"Display Name\"] [-signature TEXT] | agent list | agent disable NAME",
 		"add       adds an agent, or updates one: its address, display name and teams (triage assigns\n"+
 			"          each ticket to the least busy active agent of its team)\n"+
 			"list      lists the agents with their teams\n"+
@@ -43,6 +43,7 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 	email := fs.String("email", "", "add: the agent's address")
 	teams := fs.String("team", "", "add: the agent's teams, separated by commas")
 	display := fs.String("name", "", "add: the agent's display name; default NAME")
+	signature := fs.String("signature", "", "add: the agent's signature below every reply (\\n for a new line); unset keeps the one it has")
 	sub, name, rest := subcommand(args, "add", "disable")
 	if err := fs.parse(rest); err != nil {
 		return err
@@ -67,6 +68,13 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 		p = store.UpsertAgentParams{Name: name, DisplayName: strings.TrimSpace(*display), Email: a.Address, Teams: []string{}}
 		if p.DisplayName == "" {
 			p.DisplayName = name
+		}
+		if fs.set("signature") {
+			sig := strings.ReplaceAll(*signature, `\n`, "\n")
+			if err := desk.CheckSignature(sig); err != nil {
+				return usageErrorf("-signature: %v", err)
+			}
+			p.Signature = &sig
 		}
 		for _, t := range strings.Split(*teams, ",") {
 			if t = strings.TrimSpace(t); !desk.TeamName.MatchString(t) {

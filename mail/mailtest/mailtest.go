@@ -17,7 +17,7 @@ import (
 // parser found, in the message, its headers and its parts, and the plain
 // text and HTML bodies as Python decodes them.
 const script = `
-import email, email.policy, json, sys
+import email, email.policy, hashlib, json, sys
 msg = email.message_from_bytes(sys.stdin.buffer.read(), policy=email.policy.default)
 defects = []
 for part in msg.walk():
@@ -26,7 +26,13 @@ for part in msg.walk():
         defects += [name + ": " + type(d).__name__ + ": " + str(d) for d in getattr(value, "defects", [])]
 body = msg.get_body(preferencelist=("plain",))
 html = msg.get_body(preferencelist=("html",))
+files = []
+for part in msg.iter_attachments():
+    content = part.get_payload(decode=True) or b""
+    files.append({"filename": part.get_filename() or "", "content_type": part.get_content_type(),
+                  "size": len(content), "sha256": hashlib.sha256(content).hexdigest()})
 print(json.dumps({
+    "attachments": files,
     "defects": defects,
     "text": body.get_content() if body is not None else "",
     "html": html.get_content() if html is not None else "",
@@ -40,6 +46,17 @@ type Parsed struct {
 	Text    string   `json:"text"`
 	HTML    string   `json:"html"`
 	Subject string   `json:"subject"`
+	// Attachments are the parts Python offers as files, in order.
+	Attachments []File `json:"attachments"`
+}
+
+// File is an attachment as Python reads it: its decoded file name, type,
+// and the size and SHA-256 (hex) of its decoded bytes.
+type File struct {
+	Filename    string `json:"filename"`
+	ContentType string `json:"content_type"`
+	Size        int    `json:"size"`
+	SHA256      string `json:"sha256"`
 }
 
 // RequireNoDefects parses raw with Python's email package and fails the

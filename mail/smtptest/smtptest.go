@@ -89,6 +89,7 @@ type Server struct {
 	once     sync.Once
 	maildir  string
 	written  int
+	forward  func(Delivery) error
 }
 
 // Options make the server speak TLS or ask for a login.
@@ -99,6 +100,10 @@ type Options struct {
 	// Maildir, if set, is a folder in Maildir layout (tmp, new, cur) where
 	// each accepted message is also written, for a person to read.
 	Maildir string
+	// Forward, if set, is given each accepted message before the server
+	// answers; its error is the answer. It makes the server a relay that
+	// passes mail on, to another test server or a service's inbound port.
+	Forward func(Delivery) error
 }
 
 // Start listens on 127.0.0.1:0 and stops when the test ends.
@@ -129,7 +134,7 @@ func listen(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Addr: ln.Addr().String(), users: opts.Users, closed: make(chan struct{}), maildir: opts.Maildir}
+	s := &Server{Addr: ln.Addr().String(), users: opts.Users, closed: make(chan struct{}), maildir: opts.Maildir, forward: opts.Forward}
 	if s.maildir != "" {
 		for _, sub := range []string{"tmp", "new", "cur"} {
 			if err := os.MkdirAll(filepath.Join(s.maildir, sub), 0o755); err != nil {
@@ -347,14 +352,19 @@ func (s *session) Data(r io.Reader) error {
 	}
 	s.server.mu.Lock()
 	_, isTLS := s.smtp.TLSConnectionState()
-	s.server.got = append(s.server.got, Delivery{Conn: s.conn.id, From: s.from, To: append([]string(nil), s.to...), Raw: raw,
-		TLS: isTLS, User: s.user, Helo: s.helo})
+	d := Delivery{Conn: s.conn.id, From: s.from, To: append([]string(nil), s.to...), Raw: raw, TLS: isTLS, User: s.user, Helo: s.helo}
+	s.server.got = append(s.server.got, d)
 	s.server.written++
 	n := s.server.written
 	s.server.mu.Unlock()
 	if s.server.maildir != "" {
 		if err := writeMaildir(s.server.maildir, n, raw); err != nil {
 			return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "could not keep the message: " + err.Error()}
+		}
+	}
+	if s.server.forward != nil {
+		if err := s.server.forward(d); err != nil {
+			return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 4, 0}, Message: "could not pass the message on: " + err.Error()}
 		}
 	}
 	if s.conn.fault.DropAfterBody {

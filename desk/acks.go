@@ -1,0 +1,148 @@
+package desk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"helpdesk/mail"
+	"helpdesk/store"
+)
+
+// AckConfig is how new tickets are acknowledged.
+type AckConfig struct {
+	// Template writes the text; it is given an AckData. Nil: DefaultAckTemplate.
+	Template *template.Template
+	// MaxPerDay bounds the acknowledgements to one address in 24 hours, so
+	// that two automatic responders that strip each other's marks still
+	// stop. Default 3.
+	MaxPerDay int
+}
+
+// AckData is what an acknowledgement template may use.
+type AckData struct {
+	TicketID      string
+	Subject       string
+	CustomerName  string
+	CustomerEmail string
+}
+
+// DefaultAckTemplate is the acknowledgement when the configuration names none.
+const DefaultAckTemplate = `Hello {{.CustomerName}},
+
+we have received your message and opened ticket {{.TicketID}} ("{{.Subject}}").
+An agent will answer you by email. To add something, reply to this email.
+
+This is an automatic reply.
+`
+
+// ParseAckTemplate reads an acknowledgement template and tries it once,
+// so that a mistake is found at start and not on the first new ticket.
+func ParseAckTemplate(text string) (*template.Template, error) {
+	t, err := template.New("acknowledgement").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Execute(&strings.Builder{}, AckData{TicketID: "T-500001", Subject: "s", CustomerName: "n", CustomerEmail: "e@example.com"}); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// ackWindow is the time over which AckConfig.MaxPerDay counts.
+const ackWindow = 24 * time.Hour
+
+// noReply matches the local parts that say nobody reads the mailbox, or
+// that a machine sends from: no-reply, do-not-reply, mailer-daemon,
+// postmaster, bounces, list owners and requests.
+var noReply = regexp.MustCompile(`(?i)^(.*[-_.+])?(no-?reply|do-?not-?reply|mailer-?daemon|postmaster|bounces?|owner-.+|.+-(owner|request))([-_.+].*)?$`)
+
+// acknowledgeTx mails the customer that the ticket was opened, in the
+// caller's transaction, unless that would answer a machine or a
+// no-reply address, or the address had AckConfig.MaxPerDay of them in
+// the last 24 hours. The mail is a message of its own in the customer's
+// thread, rendered now and sent by the email queue.
+func (d *Desk) acknowledgeTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, root string) error {
+	st := store.New(tx)
+	c, err := st.GetCustomer(ctx, t.CustomerID)
+	if err != nil {
+		return err
+	}
+	local, domain, _ := strings.Cut(strings.ToLower(c.Email), "@")
+	own := strings.ToLower(d.config.From.Address)
+	if noReply.MatchString(local) || strings.EqualFold(c.Email, own) || strings.HasSuffix(own, "@"+domain) {
+		return nil // nobody to read it, or ourselves: a loop in one step
+	}
+	claimed, err := st.ClaimAcknowledgement(ctx, c.Email, t.ID, d.config.Ack.MaxPerDay, ackWindow)
+	if err != nil || !claimed {
+		return err
+	}
+	var text strings.Builder
+	if err := d.config.Ack.Template.Execute(&text, AckData{TicketID: t.ID, Subject: t.Subject, CustomerName: c.Name, CustomerEmail: c.Email}); err != nil {
+		return fmt.Errorf("acknowledgement of %s: %w", t.ID, err)
+	}
+	// A savepoint: without a relay the acknowledgement is dropped, and the
+	// ticket stays.
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.writeAckTx(ctx, sp, t, c, root, text.String()); errors.Is(err, ErrNoRelay) {
+		return sp.Rollback(ctx)
+	} else if err != nil {
+		_ = sp.Rollback(ctx)
+		return err
+	}
+	return sp.Commit(ctx)
+}
+
+func (d *Desk) writeAckTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, c *store.Customer, root, text string) error {
+	st := store.New(tx)
+	id := mail.NewMessageID(d.config.MailDomain)
+	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: store.DirectionAcknowledgement,
+		Author: ActorSystem, Body: text, EmailMessageID: &id, AutoSubmitted: true})
+	if err != nil {
+		return err
+	}
+	to, err := mail.ParseAddress(c.Email)
+	if err != nil {
+		return nil // an address no mail can go to: nothing to acknowledge
+	}
+	to.Name = c.Name
+	out := &mail.Outgoing{From: d.config.From, To: []*mail.Address{to}, Subject: t.Subject, TicketID: t.ID, Date: msg.CreatedAt,
+		MessageID: id, InReplyTo: root, References: []string{root}, ThreadRoot: root, ThreadStart: t.CreatedAt,
+		Body: text, AutoReply: true, ReplyTo: d.plusAddress(t.ID)}
+	raw, err := out.Render()
+	if err != nil {
+		return fmt.Errorf("acknowledgement of %s: %w", t.ID, err)
+	}
+	if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{MessageID: msg.ID, FromAddress: d.config.From.String(),
+		Recipients: []store.Recipient{{Address: to.Address, Name: to.Name, Kind: "to"}}}); err != nil {
+		return err
+	}
+	if _, err := st.SaveRendered(ctx, msg.ID, out.InReplyTo, out.References, raw); err != nil {
+		return err
+	}
+	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, msg.ID)
+	if err != nil {
+		return err
+	}
+	return st.SetOutboundJob(ctx, msg.ID, jobID)
+}
+
+// plusAddress is the support address with the ticket in it, where a
+// customer's answer finds its ticket even when a client drops
+// In-Reply-To (the plus address is matched on the way in).
+func (d *Desk) plusAddress(ticketID string) *mail.Address {
+	local, domain, ok := strings.Cut(d.config.From.Address, "@")
+	if !ok {
+		return nil
+	}
+	return &mail.Address{Name: d.config.From.Name, Address: local + "+" + ticketID + "@" + domain}
+}

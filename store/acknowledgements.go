@@ -1,0 +1,39 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// ClaimAcknowledgement records an acknowledgement of ticketID to address
+// unless address had max of them within the window; it reports whether it
+// did. Claims for one address wait for each other until the caller's
+// transaction ends, so two new tickets at once cannot both pass the count.
+func (s *Store) ClaimAcknowledgement(ctx context.Context, address, ticketID string, max int, window time.Duration) (bool, error) {
+	// The lock is a statement of its own: the count that follows must see
+	// (in its own snapshot) what the claim before it committed.
+	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('helpdesk.ack.' || lower($1)))`, address); err != nil {
+		return false, fmt.Errorf("acknowledgement to %s: %w", address, err)
+	}
+	var claimed bool
+	err := s.db.QueryRow(ctx, `WITH claim AS (INSERT INTO acknowledgements (address, ticket_id)
+			SELECT lower($1), $2 WHERE (SELECT count(*) FROM acknowledgements
+				WHERE address = lower($1) AND sent_at > now() - $4::interval) < $3
+			RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM claim)`, address, ticketID, max, window).Scan(&claimed)
+	if err != nil {
+		return false, fmt.Errorf("acknowledgement to %s: %w", address, interpretError(err))
+	}
+	return claimed, nil
+}
+
+// PruneAcknowledgements forgets acknowledgements older than window, which
+// no longer count toward any limit.
+func (s *Store) PruneAcknowledgements(ctx context.Context, window time.Duration) (int64, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM acknowledgements WHERE sent_at < now() - $1::interval`, window)
+	if err != nil {
+		return 0, fmt.Errorf("prune acknowledgements: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

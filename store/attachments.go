@@ -1,0 +1,194 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Attachment is what is known of one attachment; its bytes are read apart.
+type Attachment struct {
+	ID          int64     `json:"attachment_id"`
+	MessageID   *int64    `json:"-"`
+	Filename    string    `json:"filename"`
+	ContentType string    `json:"content_type"`
+	Size        int64     `json:"size"`
+	ContentID   *string   `json:"content_id,omitempty"`
+	Inline      bool      `json:"inline"`
+	Kept        bool      `json:"kept"`           // false when only its name, type and size were kept
+	Note        *string   `json:"note,omitempty"` // why its content was not kept
+	CreatedAt   time.Time `json:"created_at"`
+	// MessageDirection is its message's, where TicketAttachment reads it.
+	MessageDirection string `json:"-"`
+}
+
+// NewAttachment is an attachment to store. Content nil keeps only its
+// name, type and size, with Note saying why.
+type NewAttachment struct {
+	Filename    string
+	ContentType string
+	Size        int64
+	Content     []byte
+	ContentID   string // "<…>" or ""
+	Inline      bool
+	Note        string
+	UploadedBy  string // the agent's name, for an upload; "" for a message's part
+}
+
+const attachmentColumns = `id, message_id, filename, content_type, size, content_id, inline, sha256 IS NOT NULL, note, created_at`
+
+func scanAttachment(row pgx.Row) (*Attachment, error) {
+	var a Attachment
+	if err := row.Scan(&a.ID, &a.MessageID, &a.Filename, &a.ContentType, &a.Size, &a.ContentID, &a.Inline, &a.Kept, &a.Note, &a.CreatedAt); err != nil {
+		return nil, interpretError(err)
+	}
+	return &a, nil
+}
+
+// InsertAttachments stores attachments of a message, in order, or (with
+// messageID nil) one agent's uploads. Equal contents are stored once.
+func (s *Store) InsertAttachments(ctx context.Context, messageID *int64, list []*NewAttachment) ([]*Attachment, error) {
+	out := make([]*Attachment, 0, len(list))
+	for i, n := range list {
+		var sum []byte
+		if n.Content != nil {
+			h := sha256.Sum256(n.Content)
+			sum = h[:]
+			if _, err := s.db.Exec(ctx, `INSERT INTO attachment_contents (sha256, content) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+				sum, n.Content); err != nil {
+				return nil, fmt.Errorf("store attachment %q: %w", n.Filename, interpretError(err))
+			}
+		}
+		a, err := scanAttachment(s.db.QueryRow(ctx, `INSERT INTO attachments
+				(message_id, position, filename, content_type, size, sha256, content_id, inline, note, uploaded_by)
+			VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), $8, nullif($9, ''), nullif($10, ''))
+			RETURNING `+attachmentColumns,
+			messageID, i, n.Filename, n.ContentType, n.Size, sum, n.ContentID, n.Inline, n.Note, n.UploadedBy))
+		if err != nil {
+			return nil, fmt.Errorf("store attachment %q: %w", n.Filename, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// AttachmentsOfTicket returns the attachments of the ticket's messages by
+// message id, each message's in order.
+func (s *Store) AttachmentsOfTicket(ctx context.Context, ticketID string) (map[int64][]*Attachment, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+prefixed("a.", attachmentColumns)+`
+		FROM attachments a JOIN messages m ON m.id = a.message_id
+		WHERE m.ticket_id = $1 ORDER BY a.message_id, a.position, a.id`, ticketID)
+	if err != nil {
+		return nil, fmt.Errorf("attachments of %s: %w", ticketID, err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Attachment, error) { return scanAttachment(row) })
+	if err != nil {
+		return nil, fmt.Errorf("attachments of %s: %w", ticketID, err)
+	}
+	byMessage := map[int64][]*Attachment{}
+	for _, a := range list {
+		byMessage[*a.MessageID] = append(byMessage[*a.MessageID], a)
+	}
+	return byMessage, nil
+}
+
+// TicketAttachment returns an attachment of one of the ticket's messages
+// with its content (nil if it was not kept); ErrNotFound if the ticket has
+// no such attachment.
+func (s *Store) TicketAttachment(ctx context.Context, ticketID string, id int64) (*Attachment, []byte, error) {
+	var a Attachment
+	var content []byte
+	err := s.db.QueryRow(ctx, `SELECT `+prefixed("a.", attachmentColumns)+`, m.direction, c.content
+		FROM attachments a JOIN messages m ON m.id = a.message_id
+		LEFT JOIN attachment_contents c ON c.sha256 = a.sha256
+		WHERE a.id = $1 AND m.ticket_id = $2`, id, ticketID).
+		Scan(&a.ID, &a.MessageID, &a.Filename, &a.ContentType, &a.Size, &a.ContentID, &a.Inline, &a.Kept, &a.Note, &a.CreatedAt,
+			&a.MessageDirection, &content)
+	if err != nil {
+		return nil, nil, fmt.Errorf("attachment %d of %s: %w", id, ticketID, interpretError(err))
+	}
+	return &a, content, nil
+}
+
+// AttachmentFile is an attachment with its bytes, as a mail carries it.
+type AttachmentFile struct {
+	Attachment
+	Content []byte
+}
+
+// MessageAttachmentFiles returns the attachments of a message whose
+// content is kept, with their bytes, in order.
+func (s *Store) MessageAttachmentFiles(ctx context.Context, messageID int64) ([]*AttachmentFile, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+prefixed("a.", attachmentColumns)+`, c.content
+		FROM attachments a JOIN attachment_contents c ON c.sha256 = a.sha256
+		WHERE a.message_id = $1 ORDER BY a.position, a.id`, messageID)
+	if err != nil {
+		return nil, fmt.Errorf("attachments of message %d: %w", messageID, err)
+	}
+	files, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*AttachmentFile, error) {
+		var f AttachmentFile
+		a := &f.Attachment
+		err := row.Scan(&a.ID, &a.MessageID, &a.Filename, &a.ContentType, &a.Size, &a.ContentID, &a.Inline, &a.Kept, &a.Note, &a.CreatedAt, &f.Content)
+		return &f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attachments of message %d: %w", messageID, err)
+	}
+	return files, nil
+}
+
+// AttachUploads gives a message the agent's uploads, in the order given.
+// It returns the ids that are not unsent uploads of that agent: unknown,
+// another agent's, or sent already; nothing changes then.
+func (s *Store) AttachUploads(ctx context.Context, messageID int64, agent string, ids []int64) (missing []int64, err error) {
+	rows, err := s.db.Query(ctx, `UPDATE attachments a SET message_id = $1, position = w.ord - 1
+		FROM unnest($3::bigint[]) WITH ORDINALITY w(id, ord)
+		WHERE a.id = w.id AND a.message_id IS NULL AND a.uploaded_by = $2
+		RETURNING a.id`, messageID, agent, ids)
+	if err != nil {
+		return nil, fmt.Errorf("attach uploads to message %d: %w", messageID, err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("attach uploads to message %d: %w", messageID, err)
+	}
+	got := map[int64]bool{}
+	for _, id := range done {
+		got[id] = true
+	}
+	for _, id := range ids {
+		if !got[id] {
+			missing = append(missing, id)
+		}
+	}
+	return missing, nil
+}
+
+// DeleteMessageAttachments forgets a message's attachments (their shared
+// contents stay until PruneAttachments), before a reparse stores them anew.
+func (s *Store) DeleteMessageAttachments(ctx context.Context, messageID int64) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM attachments WHERE message_id = $1`, messageID); err != nil {
+		return fmt.Errorf("attachments of message %d: %w", messageID, err)
+	}
+	return nil
+}
+
+// PruneAttachments deletes uploads no reply sent within maxAge, then the
+// contents no attachment refers to any more. It returns how many rows of
+// each went.
+func (s *Store) PruneAttachments(ctx context.Context, maxAge time.Duration) (uploads, contents int64, err error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM attachments WHERE message_id IS NULL AND created_at < now() - $1::interval`, maxAge)
+	if err != nil {
+		return 0, 0, fmt.Errorf("prune uploads: %w", err)
+	}
+	uploads = tag.RowsAffected()
+	tag, err = s.db.Exec(ctx, `DELETE FROM attachment_contents c
+		WHERE c.created_at < now() - $1::interval AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.sha256 = c.sha256)`, maxAge)
+	if err != nil {
+		return uploads, 0, fmt.Errorf("prune attachment contents: %w", err)
+	}
+	return uploads, tag.RowsAffected(), nil
+}
