@@ -84,6 +84,20 @@ func (b *bundle) openAPITicket(t *testing.T, customerID, subject string) string 
 	return ticket.ID
 }
 
+// attachments are the ticket's attachments, of all its messages.
+func (b *bundle) attachments(t *testing.T, ticketID string) []*store.Attachment {
+	t.Helper()
+	byMessage, err := b.Store.AttachmentsOfTicket(b.Ctx, ticketID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []*store.Attachment
+	for _, l := range byMessage {
+		list = append(list, l...)
+	}
+	return list
+}
+
 func (b *bundle) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
 	var n int
@@ -153,14 +167,7 @@ func TestReceiveRealMail(t *testing.T) {
 		if err != nil || ticket.CustomerID != c.ID || c.Name != "Gaëlle Dubois" {
 			t.Fatalf("customer %+v %v, ticket %+v", c, err, ticket)
 		}
-		byMessage, err := b.Store.AttachmentsOfTicket(b.Ctx, out.TicketID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var list []*store.Attachment
-		for _, l := range byMessage {
-			list = append(list, l...)
-		}
+		list := b.attachments(t, out.TicketID)
 		if len(list) != 1 || list[0].Filename != "facture-1042.pdf" || list[0].ContentType != "application/pdf" || !list[0].Kept || list[0].Inline {
 			t.Fatalf("attachments %+v, want facture-1042.pdf kept", list)
 		}
@@ -177,14 +184,7 @@ func TestReceiveRealMail(t *testing.T) {
 		b.receiver = inbound.NewReceiver(b.Pool, b.Desk(b.queue), []string{"helpdesk.example.com"}, jobstest.Logger())
 		raw := fixture(t, "outlook_inline_image.eml")
 		out := b.receive(t, raw)
-		byMessage, err := b.Store.AttachmentsOfTicket(b.Ctx, out.TicketID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var list []*store.Attachment
-		for _, l := range byMessage {
-			list = append(list, l...)
-		}
+		list := b.attachments(t, out.TicketID)
 		if len(list) != 2 {
 			t.Fatalf("attachments %+v", list)
 		}

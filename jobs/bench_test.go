@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -153,15 +154,27 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		}
 	})
 
-	b.Run("WholePath", func(b *testing.B) {
+	// The whole path renders what ships: text and HTML with the quoted
+	// customer message; WithAttachment also carries a 100 KiB file.
+	wholePath := func(b *testing.B, attachment []byte) {
 		bundle := jobstest.Setup(b)
 		srv := bundle.WithSMTP(b)
 		bundle.Config.EmailWorkers, bundle.Config.FetchCooldown = workers, time.Millisecond
 		q := bundle.NewQueue(b)
 		ticketID, _ := bundle.OpenTicket(b, q, "Hello", "Hi.")
 		err := pgx.BeginFunc(bundle.Ctx, bundle.Pool, func(tx pgx.Tx) error {
+			cases := bundle.Desk(q)
 			for range b.N {
-				if _, _, err := bundle.Desk(q).CreateReplyTx(bundle.Ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: "Hello back."}); err != nil {
+				p := &desk.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: "Hello back."}
+				if attachment != nil {
+					a, err := cases.StoreUploadTx(bundle.Ctx, tx, &desk.Upload{Agent: "alice", Filename: "invoice.pdf",
+						ContentType: "application/pdf", Content: attachment})
+					if err != nil {
+						return err
+					}
+					p.Attachments = []int64{a.ID}
+				}
+				if _, _, err := cases.CreateReplyTx(bundle.Ctx, tx, p); err != nil {
 					return err
 				}
 			}
@@ -174,7 +187,9 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		if got := len(srv.Deliveries()); got != b.N {
 			b.Errorf("%d deliveries, want %d", got, b.N)
 		}
-	})
+	}
+	b.Run("WholePath", func(b *testing.B) { wholePath(b, nil) })
+	b.Run("WholePathWithAttachment", func(b *testing.B) { wholePath(b, bytes.Repeat([]byte("%PDF-1.4 \x00\xff"), 100<<10/12)) })
 }
 
 // BenchmarkReplyLatencyUnderTriageBacklog measures how long a reply takes

@@ -431,6 +431,11 @@ func TestMailReparseReadsTheRawMailAgain(t *testing.T) {
 		if err != nil || !strings.Contains(again.Body, "First, the login page:") || !strings.Contains(again.Body, "Then the error") {
 			t.Errorf("after reparse %s the text is %q (%v)", arg, again.Body, err)
 		}
+		// Read again, the attachment replaces the one before, with its content.
+		files, err := st.MessageAttachmentFiles(ctx, msg.ID)
+		if err != nil || len(files) != 1 || len(files[0].Content) == 0 || int64(len(files[0].Content)) != files[0].Size {
+			t.Errorf("after reparse %s the attachments are %+v (%v), want one, kept", arg, files, err)
+		}
 	}
 	noRaw, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: store.DirectionNote, Author: "agent:alice", Body: "note"})
 	if err != nil {
