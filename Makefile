@@ -41,4 +41,4 @@ burst: build
 	$(WITHDB) -- ./bin/helpdesk burst -chart docs/burst.png | tee docs/burst.txt
 
 build:
-	go build -o bin/helpdesk ./cmd/helpdesk
+	go build -buildvcs=auto -o bin/helpdesk ./cmd/helpdesk

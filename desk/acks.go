@@ -129,7 +129,7 @@ func (d *Desk) writeAckTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, c *st
 	if _, err := st.SaveRendered(ctx, msg.ID, out.InReplyTo, out.References, raw); err != nil {
 		return err
 	}
-	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, msg.ID)
+	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, msg.ID, t.ID)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ import (
 type Jobs interface {
 	EnqueueTriageTx(ctx context.Context, tx pgx.Tx, ticketID string) (int64, error)
 	// EnqueueEmailTx returns ErrNoRelay when no relay would send it.
-	EnqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64) (int64, error)
+	EnqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64, ticketID string) (int64, error)
 	// EnqueueNotifyTx queues a stored mail to an agent.
 	EnqueueNotifyTx(ctx context.Context, tx pgx.Tx, messageID int64, ticketID string) (int64, error)
 }

@@ -92,7 +92,7 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx pgx.Tx, p *ReplyParams) (*s
 	}); err != nil {
 		return nil, 0, err
 	}
-	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, msg.ID)
+	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, msg.ID, ticket.ID)
 	if err != nil {
 		return nil, 0, err
 	}

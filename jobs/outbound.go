@@ -22,6 +22,9 @@ import (
 // EmailArgs is the job that delivers one outbound message.
 type EmailArgs struct {
 	MessageID int64 `json:"message_id"`
+	// TicketID is the message's ticket, for people reading the job; jobs
+	// queued before it was added have none.
+	TicketID string `json:"ticket_id,omitempty"`
 }
 
 // Kind is River's name for the job.

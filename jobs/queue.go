@@ -268,11 +268,11 @@ func (q *Queue) EnqueueTriageTx(ctx context.Context, tx pgx.Tx, ticketID string)
 // EnqueueEmailTx inserts the job that delivers an outbound message, in the
 // caller's transaction; desk calls it. Without a relay nothing would send
 // it: desk.ErrNoRelay.
-func (q *Queue) EnqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64) (int64, error) {
+func (q *Queue) EnqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64, ticketID string) (int64, error) {
 	if q.config.Relay == nil {
 		return 0, desk.ErrNoRelay
 	}
-	res, err := q.Client.InsertTx(ctx, tx, EmailArgs{MessageID: messageID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
+	res, err := q.Client.InsertTx(ctx, tx, EmailArgs{MessageID: messageID, TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
 	if err != nil {
 		return 0, fmt.Errorf("enqueue email %d: %w", messageID, err)
 	}

@@ -58,8 +58,19 @@ type Status struct {
 	MaxAttempts int    `json:"max_attempts"`
 	// Snoozes counts the waits that spent no attempt: the provider or the
 	// relay asked to slow down, or the relay was down.
-	Snoozes   int     `json:"snoozes"`
+	Snoozes int `json:"snoozes"`
+	// LastError is the error of the last attempt of a job that has not
+	// succeeded; a succeeded job's earlier errors are only history.
 	LastError *string `json:"last_error"`
+	// Errors are every failed attempt's error, oldest first.
+	Errors []AttemptError `json:"errors"`
+}
+
+// AttemptError is the error of one failed attempt.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
 }
 
 // StatusOf describes a River job row.
@@ -71,9 +82,12 @@ func StatusOf(row *rivertype.JobRow) Status {
 	}
 	_ = json.Unmarshal(row.EncodedArgs, &args)
 	s.TicketID = args.TicketID
-	if n := len(row.Errors); n > 0 {
-		msg := lastErrorText(row.Errors[n-1].Error)
-		s.LastError = &msg
+	s.Errors = make([]AttemptError, 0, len(row.Errors))
+	for _, e := range row.Errors {
+		s.Errors = append(s.Errors, AttemptError{Attempt: e.Attempt, At: e.At, Error: lastErrorText(e.Error)})
+	}
+	if n := len(s.Errors); n > 0 && s.State != StateSucceeded {
+		s.LastError = &s.Errors[n-1].Error
 	}
 	return s
 }
@@ -297,6 +311,8 @@ func (q *Queue) Retry(ctx context.Context, id int64) (Status, error) {
 		switch row.Kind {
 		case TriageArgs{}.Kind():
 			budget = q.config.TriageMaxAttempts
+		case NotifyArgs{}.Kind():
+			budget = q.config.EmailMaxAttempts
 		case EmailArgs{}.Kind():
 			budget = q.config.EmailMaxAttempts
 			// A person asks to try again everyone not yet served; those

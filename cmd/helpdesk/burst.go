@@ -68,7 +68,7 @@ func cmdBurst(ctx context.Context, args []string, getenv func(string) string, st
 		"Replays the lesson's burst: 180 tickets at 6 a second against a provider quota of 50 calls a\n"+
 			"minute, on a scratch database, with the simulated provider and the real queue, -speed times\n"+
 			"faster than life. Prints the dead letters, the share of calls answered 429 and the drain time\n"+
-			"against the quota's floor, and charts the queue over time.", getenv, stderr)
+			"against the quota's floor, and charts the queue over time.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	speed := fs.setting("speed", "", "10", "how many times faster than life")
 	chart := fs.String("chart", "", "write a PNG chart of the queue over time to this file")

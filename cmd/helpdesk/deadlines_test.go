@@ -92,7 +92,7 @@ func TestTimeoutSettingsAreChecked(t *testing.T) {
 
 	t.Run("TheRescueFollowsTheLongestJobTimeout", func(t *testing.T) {
 		t.Parallel()
-		cfg, err := parseServeConfig(nil, envOf(base), io.Discard)
+		cfg, err := parseServeConfig(nil, envOf(base), io.Discard, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 		"Shows both kinds of duplicate made harmless, on a scratch database that it creates and drops:\n"+
 			"the same request sent twice with one Idempotency-Key, and the same job delivered twice after a\n"+
 			"worker crashed. The API, two workers and the simulated provider run in this process.\n"+
-			"Exits non-zero if any count differs from what it should be.", getenv, stderr)
+			"Exits non-zero if any count differs from what it should be.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	dir := fs.String("dir", "", "a folder with customers.csv and agents.csv; default the demo's, built in")
 	if err := fs.parse(args); err != nil {

@@ -15,9 +15,10 @@ func cmdJobs(ctx context.Context, args []string, getenv func(string) string, std
 		"show ID    prints one job's state, attempts and last error\n"+
 			"dead       prints the dead letters grouped by their last error, largest group first\n"+
 			"retry ID   sends a failed or dead-letter job back with a whole attempt budget,\n"+
-			"           as POST /v1/jobs/{id}/retry does", getenv, stderr)
+			"           as POST /v1/jobs/{id}/retry does", getenv, stdout, stderr)
 	db := databaseSetting(fs)
-	maxAttempts := fs.setting("triage-max-attempts", "HELPDESK_TRIAGE_MAX_ATTEMPTS", "5", "the attempt budget a retried triage job gets")
+	maxAttempts := fs.setting("triage-max-attempts", "HELPDESK_TRIAGE_MAX_ATTEMPTS", "5", "the attempt budget a retried triage job gets, as serve has it")
+	emailAttempts := fs.setting("email-max-attempts", "HELPDESK_EMAIL_MAX_ATTEMPTS", "8", "the attempt budget a retried email job gets, as serve has it")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -47,12 +48,16 @@ func cmdJobs(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
+	emailBudget, err := emailAttempts.positiveInt()
+	if err != nil {
+		return err
+	}
 	pool, err := openDatabase(ctx, db)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	queue, err := jobs.New(pool, jobs.Config{TriageMaxAttempts: budget})
+	queue, err := jobs.New(pool, jobs.Config{TriageMaxAttempts: budget, EmailMaxAttempts: emailBudget})
 	if err != nil {
 		return err
 	}
@@ -85,6 +90,8 @@ func printStatus(w io.Writer, s jobs.Status) {
 	last := "none"
 	if s.LastError != nil {
 		last = *s.LastError
+	} else if n := len(s.Errors); n > 0 {
+		last = fmt.Sprintf("none (%d earlier error%s)", n, map[bool]string{true: "", false: "s"}[n == 1])
 	}
 	fmt.Fprintf(w, "job %d (%s of %s): %s, attempt %d of %d, last error: %s\n",
 		s.JobID, s.Kind, s.TicketID, s.State, s.Attempt, s.MaxAttempts, last)

@@ -29,7 +29,7 @@ func cmdLoad(ctx context.Context, args []string, getenv func(string) string, std
 			"(name,display_name,email,teams, with teams separated by ;): the demo's 50 customers and 3\n"+
 			"agents, built into the binary, or your own from -dir. With -reset it first empties every table\n"+
 			"(tickets, messages, results, keys, jobs) and numbers tickets from T-500001 again. Without it,\n"+
-			"existing rows are updated.", getenv, stderr)
+			"existing rows are updated.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	dir := fs.String("dir", "", "a folder with your own customers.csv and agents.csv; default the demo's")
 	reset := fs.Bool("reset", false, "empty every table first")

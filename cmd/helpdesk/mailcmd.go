@@ -19,7 +19,7 @@ func cmdMail(ctx context.Context, args []string, getenv func(string) string, std
 	fs := newFlagSet("mail", "mail reparse MESSAGE",
 		"reparse   reads an inbound message again from the raw mail kept with it, and replaces its\n"+
 			"          text and attachments: after a parser fix. MESSAGE is the message's\n"+
-			"          number (from GET /v1/tickets/{id}/messages) or its <Message-ID>.", getenv, stderr)
+			"          number (from GET /v1/tickets/{id}/messages) or its <Message-ID>.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	maxBytes := attachmentMaxSetting(fs)
 	sub, name, rest := subcommand(args, "reparse")

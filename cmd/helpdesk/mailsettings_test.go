@@ -24,7 +24,7 @@ func TestMailSettings(t *testing.T) {
 
 	t.Run("AcknowledgementsAreOnByDefaultThreeADay", func(t *testing.T) {
 		t.Parallel()
-		cfg, err := parseServeConfig(nil, envOf(base), io.Discard)
+		cfg, err := parseServeConfig(nil, envOf(base), io.Discard, io.Discard)
 		if err != nil || cfg.Ack == nil || cfg.Ack.MaxPerDay != 3 || cfg.AttachmentMax != 20<<20 {
 			t.Errorf("config %+v, %v", cfg.Ack, err)
 		}
@@ -32,7 +32,7 @@ func TestMailSettings(t *testing.T) {
 
 	t.Run("HELPDESK_ACK=0TurnsThemOff", func(t *testing.T) {
 		t.Parallel()
-		cfg, err := parseServeConfig(nil, envOf(with(map[string]string{"HELPDESK_ACK": "0"})), io.Discard)
+		cfg, err := parseServeConfig(nil, envOf(with(map[string]string{"HELPDESK_ACK": "0"})), io.Discard, io.Discard)
 		if err != nil || cfg.Ack != nil {
 			t.Errorf("ack %+v, %v", cfg.Ack, err)
 		}
@@ -44,7 +44,7 @@ func TestMailSettings(t *testing.T) {
 		if err := os.WriteFile(file, []byte("Ticket {{.TicketID}} for {{.CustomerName}}\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := parseServeConfig(nil, envOf(with(map[string]string{"HELPDESK_ACK_TEMPLATE": file})), io.Discard)
+		cfg, err := parseServeConfig(nil, envOf(with(map[string]string{"HELPDESK_ACK_TEMPLATE": file})), io.Discard, io.Discard)
 		if err != nil || cfg.Ack.Template == nil {
 			t.Fatalf("ack %+v, %v", cfg.Ack, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -31,6 +32,10 @@ commands:
   suppressions  list (or -clear) the addresses that bounced for good
   mail        mail reparse MESSAGE: read an inbound message again from its raw mail
   burst       replay the lesson's burst against a quota, time-scaled, and chart it
+  version     print the module version and the VCS revision it was built from
+
+Every command logs to stderr at HELPDESK_LOG_LEVEL (debug, info, warn, error; default info)
+in HELPDESK_LOG_FORMAT (text or json; default text).
 
 Run "helpdesk <command> --help" for a command's flags.
 `
@@ -47,13 +52,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	logger := newLogger(getenv("HELPDESK_LOG_LEVEL"), stderr)
-	var err error
+	logger, err := newLogger(getenv("HELPDESK_LOG_LEVEL"), getenv("HELPDESK_LOG_FORMAT"), stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "helpdesk: %v\n", err)
+		return 2
+	}
 	switch args[0] {
 	case "migrate":
 		err = cmdMigrate(ctx, args[1:], getenv, stdout, stderr)
 	case "serve":
-		err = cmdServe(ctx, args[1:], getenv, logger, stderr)
+		err = cmdServe(ctx, args[1:], getenv, logger, stdout, stderr)
 	case "jobs":
 		err = cmdJobs(ctx, args[1:], getenv, stdout, stderr)
 	case "apikey":
@@ -63,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "demo":
 		err = cmdDemo(ctx, args[1:], getenv, stdout, stderr)
 	case "simulator":
-		err = cmdSimulator(ctx, args[1:], getenv, logger, stderr)
+		err = cmdSimulator(ctx, args[1:], getenv, logger, stdout, stderr)
 	case "agent":
 		err = cmdAgent(ctx, args[1:], getenv, stdout, stderr)
 	case "customer":
@@ -76,6 +84,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = cmdProvider(ctx, args[1:], getenv, stdout, stderr)
 	case "burst":
 		err = cmdBurst(ctx, args[1:], getenv, stdout, stderr)
+	case "version":
+		err = cmdVersion(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -96,10 +106,53 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 }
 
-func newLogger(level string, w io.Writer) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
+// newLogger is the logger of HELPDESK_LOG_LEVEL and HELPDESK_LOG_FORMAT;
+// a value it does not know is an error, not a silent default.
+func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
+	l := slog.LevelInfo
+	if level != "" {
+		if err := l.UnmarshalText([]byte(level)); err != nil {
+			return nil, fmt.Errorf("HELPDESK_LOG_LEVEL = %q: want debug, info, warn or error", level)
+		}
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("HELPDESK_LOG_FORMAT = %q: want text or json", format)
+}
+
+// cmdVersion prints what the build info says: the module's version, the
+// VCS revision and time, and the Go version.
+func cmdVersion(args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		if wantsHelp(args) {
+			fmt.Fprintln(stdout, "usage: helpdesk version\n\nPrints the module version, the VCS revision and time it was built from, and the Go version.")
+			return nil
+		}
+		return usageErrorf("version takes no arguments")
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return errors.New("this binary has no build info")
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	revision := settings["vcs.revision"]
+	if revision == "" {
+		revision = "unknown (built outside a VCS checkout, or with -buildvcs=false)"
+	} else if settings["vcs.modified"] == "true" {
+		revision += " (with uncommitted changes)"
+	}
+	fmt.Fprintf(stdout, "helpdesk %s\nrevision %s\n", info.Main.Version, revision)
+	if t := settings["vcs.time"]; t != "" {
+		fmt.Fprintf(stdout, "committed %s\n", t)
+	}
+	fmt.Fprintf(stdout, "built with %s\n", info.GoVersion)
+	return nil
 }

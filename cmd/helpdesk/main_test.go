@@ -175,7 +175,7 @@ func startServe(t *testing.T, env map[string]string) (addr string, stop func() e
 	if _, ok := env["HELPDESK_CAPTURE_DIR"]; !ok && env["HELPDESK_SMTP_URL"] == "" {
 		env["HELPDESK_CAPTURE_DIR"] = t.TempDir()
 	}
-	cfg, err := parseServeConfig(nil, envOf(env), io.Discard)
+	cfg, err := parseServeConfig(nil, envOf(env), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	fs := newFlagSet("migrate", "migrate [flags] [up | down]",
 		"up (the default) applies River's migrations, then helpdesk's; running it again changes nothing.\n"+
 			"down rolls back the newest helpdesk migration, or -steps of them; with -river and\n"+
-			"every helpdesk migration rolled back, River's tables go too.", getenv, stderr)
+			"every helpdesk migration rolled back, River's tables go too.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	steps := fs.setting("steps", "", "1", "down: how many helpdesk migrations to roll back")
 	withRiver := fs.Bool("river", false, "down: also remove River's tables")

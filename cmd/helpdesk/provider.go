@@ -12,7 +12,7 @@ import (
 func cmdProvider(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("provider", "provider",
 		"Shows each AI provider's circuit breaker (closed: calls go; open: nobody calls until the next\n"+
-			"probe) and the pace its quota allows, as every process shares them.", getenv, stderr)
+			"probe) and the pace its quota allows, as every process shares them.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	if err := fs.parse(args); err != nil {
 		return err

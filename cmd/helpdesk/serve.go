@@ -98,7 +98,15 @@ func databaseSetting(fs *flagSet) *dbSetting {
 	}
 }
 
-func (db *dbSetting) required() (string, error) { return db.url.required() }
+// required is DATABASE_URL: a postgres:// URL or a key=value string
+// such as "host=/run/postgresql dbname=helpdesk".
+func (db *dbSetting) required() (string, error) {
+	v, err := db.url.required()
+	if err != nil || !strings.Contains(v, "://") {
+		return v, err
+	}
+	return v, db.url.urlOf("postgres", "postgresql")
+}
 
 // openDatabase connects to the database a command's DATABASE_URL names.
 func openDatabase(ctx context.Context, db *dbSetting) (*pgxpool.Pool, error) {
@@ -117,10 +125,10 @@ func openDatabase(ctx context.Context, db *dbSetting) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-func parseServeConfig(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+func parseServeConfig(args []string, getenv func(string) string, stdout, stderr io.Writer) (serveConfig, error) {
 	fs := newFlagSet("serve", "serve [flags]",
 		"Runs the HTTP API and the triage workers. SIGTERM or SIGINT stops fetching jobs,\n"+
-			"lets running ones finish within the grace period, and exits 0.", getenv, stderr)
+			"lets running ones finish within the grace period, and exits 0.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	addr := fs.setting("http-addr", "HELPDESK_HTTP_ADDR", "127.0.0.1:8080", "address of the API")
 	providerURL := fs.setting("provider-url", "HELPDESK_PROVIDER_URL", "", "base URL of an OpenAI-compatible provider; unset: the in-process simulator")
@@ -217,6 +225,7 @@ func parseServeConfig(args []string, getenv func(string) string, stderr io.Write
 		AutoAssign:     autoAssign.val == "1",
 		AutocloseAfter: duration(&e, autoclose),
 	}
+	e.keep(providerURL.urlOf("http", "https"))
 	cfg.AttachmentMax = int64(positiveInt(&e, attachmentMax))
 	switch ack.val {
 	case "0":
@@ -333,8 +342,8 @@ func newHTTPServer(cfg serveConfig, h http.Handler) *http.Server {
 	}
 }
 
-func cmdServe(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger, stderr io.Writer) error {
-	cfg, err := parseServeConfig(args, getenv, stderr)
+func cmdServe(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger, stdout, stderr io.Writer) error {
+	cfg, err := parseServeConfig(args, getenv, stdout, stderr)
 	if err != nil {
 		return err
 	}

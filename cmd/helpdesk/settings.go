@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -39,31 +41,60 @@ func (s *setting) name() string {
 }
 
 func (s *setting) fail(want string) error {
-	return usageErrorf("%s = %q: want %s", s.name(), s.val, want)
+	return usageErrorf("%s = %q: want %s", s.name(), masked(s.env+s.flag, s.val), want)
+}
+
+// secretName matches the settings whose values are secrets.
+var secretName = regexp.MustCompile(`(?i)(key|secret|password|token)`)
+
+// masked is a setting's value fit to print: a URL's password and a
+// secret's whole value are replaced.
+func masked(name, value string) string {
+	if value == "" {
+		return ""
+	}
+	if secretName.MatchString(name) {
+		return "********"
+	}
+	if u, err := url.Parse(value); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return u.String()
+		}
+	}
+	return value
 }
 
 // flagSet is a subcommand's flags with their environment variables.
+// Asked for help, it prints to stdout; a mistake goes to stderr.
 type flagSet struct {
 	*flag.FlagSet
-	getenv func(string) string
+	getenv   func(string) string
+	stdout   io.Writer
+	stderr   io.Writer
+	usageOut io.Writer
 }
 
-func newFlagSet(name, synopsis, about string, getenv func(string) string, stderr io.Writer) *flagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: helpdesk %s\n\n%s\n", synopsis, about)
+func newFlagSet(name, synopsis, about string, getenv func(string) string, stdout, stderr io.Writer) *flagSet {
+	f := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), getenv: getenv, stdout: stdout, stderr: stderr, usageOut: stderr}
+	f.SetOutput(stderr)
+	f.Usage = func() {
+		w := f.usageOut
+		fmt.Fprintf(w, "usage: helpdesk %s\n\n%s\n", synopsis, about)
 		var any bool
-		fs.VisitAll(func(*flag.Flag) { any = true })
+		f.VisitAll(func(*flag.Flag) { any = true })
 		if any {
-			fmt.Fprintf(stderr, "\nflags (each defaults to the environment variable named in brackets):\n")
-			fs.PrintDefaults()
+			fmt.Fprintf(w, "\nflags (each defaults to the environment variable named in brackets):\n")
+			f.SetOutput(w)
+			f.PrintDefaults()
+			f.SetOutput(f.stderr)
 		}
 	}
-	return &flagSet{FlagSet: fs, getenv: getenv}
+	return f
 }
 
-// setting declares a flag that defaults to $env, else to def.
+// setting declares a flag that defaults to $env, else to def. The default
+// shown in the usage never holds a secret.
 func (fs *flagSet) setting(flagName, env, def, usage string) *setting {
 	s := &setting{env: env, flag: flagName}
 	v := def
@@ -74,11 +105,32 @@ func (fs *flagSet) setting(flagName, env, def, usage string) *setting {
 		usage += " [$" + env + "]"
 	}
 	fs.StringVar(&s.val, flagName, v, usage)
+	fs.Lookup(flagName).DefValue = masked(env+flagName, v)
 	return s
 }
 
-// parse reads the arguments; -h and --help print the usage and are not an error.
+// wantsHelp reports whether the arguments ask for help anywhere before a
+// "--", a subcommand's arguments included.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// parse reads the arguments; -h and --help anywhere print the usage to
+// stdout and are not an error.
 func (fs *flagSet) parse(args []string) error {
+	if wantsHelp(args) {
+		fs.usageOut = fs.stdout
+		fs.Usage()
+		return flag.ErrHelp
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return flag.ErrHelp
@@ -109,6 +161,23 @@ func (s *setting) required() (string, error) {
 		return "", usageErrorf("%s is not set", s.name())
 	}
 	return s.val, nil
+}
+
+// urlOf accepts a URL with one of the schemes (an empty value too, when
+// the setting is optional).
+func (s *setting) urlOf(schemes ...string) error {
+	if s.val == "" {
+		return nil
+	}
+	u, err := url.Parse(s.val)
+	if err == nil {
+		for _, scheme := range schemes {
+			if strings.EqualFold(u.Scheme, scheme) && (u.Host != "" || strings.HasPrefix(scheme, "postgres")) {
+				return nil
+			}
+		}
+	}
+	return s.fail("a URL such as " + schemes[0] + "://host/…, of scheme " + strings.Join(schemes, " or "))
 }
 
 // hostPort accepts host:port with a valid port.

@@ -8,12 +8,12 @@ import (
 	"helpdesk/jobs/provider/simulator"
 )
 
-func cmdSimulator(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger, stderr io.Writer) error {
+func cmdSimulator(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger, stdout, stderr io.Writer) error {
 	fs := newFlagSet("simulator", "simulator [flags]",
 		"Serves the AI provider's OpenAI-compatible API (POST /v1/chat/completions, POST /v1/embeddings)\n"+
 			"with deterministic answers. GET and PUT /admin/mode read and switch the fault mode at run time,\n"+
 			"e.g. curl -X PUT localhost:8090/admin/mode -d '{\"mode\":\"outage\"}'; GET /admin/calls?ticket=T-500001\n"+
-			"counts the calls per ticket and task.", getenv, stderr)
+			"counts the calls per ticket and task.", getenv, stdout, stderr)
 	addr := fs.setting("addr", "HELPDESK_SIMULATOR_ADDR", "127.0.0.1:8090", "address to listen on")
 	mode := fs.setting("mode", "", "normal", "normal, outage (503), quota (429 past -quota-calls per -quota-window), slow (answers after -slow-delay) or invalid")
 	quotaCalls := fs.setting("quota-calls", "", "50", "quota mode: calls allowed per window")

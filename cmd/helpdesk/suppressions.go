@@ -14,7 +14,7 @@ import (
 func cmdSuppressions(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("suppressions", "suppressions [-clear ADDRESS]",
 		"Lists the addresses that bounced for good: replies to them fail at once, before any SMTP,\n"+
-			"until they expire (HELPDESK_SUPPRESS_DAYS) or an agent clears them with -clear.", getenv, stderr)
+			"until they expire (HELPDESK_SUPPRESS_DAYS) or an agent clears them with -clear.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	clear := fs.String("clear", "", "take this address off the list")
 	if err := fs.parse(args); err != nil {

@@ -38,7 +38,7 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 			"          each ticket to the least busy active agent of its team)\n"+
 			"list      lists the agents with their teams\n"+
 			"disable   stops an agent: its API keys answer 401 from the next request, and it is assigned\n"+
-			"          nothing more", getenv, stderr)
+			"          nothing more", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	email := fs.String("email", "", "add: the agent's address")
 	teams := fs.String("team", "", "add: the agent's teams, separated by commas")
@@ -136,7 +136,7 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 func cmdCustomer(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("customer", "customer add -email ADDR -name NAME | customer list",
 		"add    adds a customer with the next number (C-100000 and up) and prints it\n"+
-			"list   lists the customers", getenv, stderr)
+			"list   lists the customers", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	email := fs.String("email", "", "add: the customer's address")
 	name := fs.String("name", "", "add: the customer's name")
