@@ -15,6 +15,7 @@ import (
 
 	"helpdesk/desk"
 	"helpdesk/jobs"
+	"helpdesk/metrics"
 )
 
 // Config is what the API needs.
@@ -32,6 +33,12 @@ type Config struct {
 	// process; past them 429 with Retry-After. Defaults 20/s, burst 40.
 	RatePerKey  float64
 	BurstPerKey int
+	// Metrics serves /metrics (Prometheus) on this listener; off when a
+	// listener of its own serves them.
+	Metrics bool
+	// ProbesOnly serves only /healthz, /readyz and, with Metrics, /metrics:
+	// a worker process's listener.
+	ProbesOnly bool
 }
 
 // readyTimeout is how long /readyz waits for PostgreSQL to answer.
@@ -76,6 +83,23 @@ func New(config Config) *Server {
 		defer cancel()
 		return s.pool.Ping(ctx)
 	})
+	if config.Metrics {
+		metricsHandler := metrics.Handler()
+		s.mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+			infoOf(r.Context()).route = "/metrics"
+			metricsHandler.ServeHTTP(w, r)
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		msg := "no such endpoint: " + r.URL.Path
+		if config.ProbesOnly {
+			msg += "; this process is a worker (HELPDESK_ROLE=worker), which serves only /healthz, /readyz and /metrics"
+		}
+		s.writeError(w, r, &Error{Status: http.StatusNotFound, Code: "not_found", Message: msg})
+	})
+	if config.ProbesOnly {
+		return s
+	}
 	s.route("/v1/tickets", map[string]handlerFunc{http.MethodGet: s.listTickets, http.MethodPost: s.createTicket})
 	s.route("/v1/tickets/{id}", map[string]handlerFunc{http.MethodGet: s.getTicket, http.MethodPatch: s.patchTicket})
 	s.route("/v1/tickets/{id}/replies", map[string]handlerFunc{http.MethodPost: s.createReply})
@@ -93,33 +117,33 @@ func New(config Config) *Server {
 	s.route("/v1/provider", map[string]handlerFunc{http.MethodGet: s.getProvider})
 	s.route("/v1/suppressions", map[string]handlerFunc{http.MethodGet: s.listSuppressions})
 	s.route("/v1/suppressions/{address}", map[string]handlerFunc{http.MethodDelete: s.clearSuppression})
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such endpoint: " + r.URL.Path})
-	})
 	return s
 }
 
-// ServeHTTP serves the API; a panic in a handler becomes a 500, not a dropped connection.
+// ServeHTTP serves the API with a log line and metrics per request; a
+// panic in a handler becomes a 500, not a dropped connection.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 	defer cancel()
-	r = r.WithContext(ctx)
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
+	s.observe(w, r.WithContext(ctx), func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.logger.ErrorContext(r.Context(), "api: panic", slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+				s.writeError(w, r, errors.New("panic in handler"))
 			}
-			s.logger.ErrorContext(r.Context(), "api: panic", slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
-			s.writeError(w, r, errors.New("panic in handler"))
-		}
-	}()
-	s.mux.ServeHTTP(w, r)
+		}()
+		s.mux.ServeHTTP(w, r)
+	})
 }
 
 // probe serves a health check: GET and HEAD only, 200 when check passes
 // and 503 when it does not, without authentication.
 func (s *Server) probe(pattern string, check func(context.Context) error) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		infoOf(r.Context()).route = pattern
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			s.writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
@@ -150,6 +174,8 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, who Actor) error
 // errors as everything else instead of net/http's plain text.
 func (s *Server) route(pattern string, byMethod map[string]handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		info := infoOf(r.Context())
+		info.route = pattern
 		h, ok := byMethod[r.Method]
 		if !ok {
 			for m := range byMethod {
@@ -161,6 +187,7 @@ func (s *Server) route(pattern string, byMethod map[string]handlerFunc) {
 		}
 		who, keyHash, err := s.authenticate(r.Context(), r)
 		if err == nil {
+			info.actor = who.String()
 			// Every request counts toward its key's rate, a replayed
 			// Idempotency-Key too: a replay still costs a read.
 			if wait := s.limiter.wait(keyHash, time.Now()); wait > 0 {

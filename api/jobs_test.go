@@ -129,7 +129,7 @@ func TestJobsAPI(t *testing.T) {
 
 		status, body := b.call(t, "GET", fmt.Sprintf("/v1/jobs/%d", jobID))
 		want := map[string]any{"job_id": float64(jobID), "kind": "triage", "ticket_id": ticketID,
-			"state": "succeeded", "attempt": float64(1), "max_attempts": float64(2), "snoozes": float64(0), "last_error": nil}
+			"state": "succeeded", "attempt": float64(1), "max_attempts": float64(2), "snoozes": float64(0), "last_error": nil, "errors": []any{}}
 		if status != 200 || fmt.Sprint(body) != fmt.Sprint(want) {
 			t.Errorf("got %d %v, want 200 %v", status, body, want)
 		}

@@ -194,7 +194,7 @@ func (w *world) start(t *testing.T, name string, overrides map[string]string) *p
 			p.mu.Lock()
 			p.log.WriteString(line + "\n")
 			p.mu.Unlock()
-			if _, api, ok := strings.Cut(line, " api=http://"); ok && strings.Contains(line, "helpdesk is serving") {
+			if _, api, ok := strings.Cut(line, " http=http://"); ok && strings.Contains(line, "helpdesk is serving") {
 				addr, _, _ := strings.Cut(api, " ")
 				ready <- "http://" + addr
 			}
@@ -421,6 +421,40 @@ func TestFaults(t *testing.T) {
 		w.requirePromisesKept(t, tickets)
 		if n := w.count(t, `SELECT count(*) FROM river_job WHERE state = 'running' AND kind IN ('triage', 'email_outbound')`); n != 0 {
 			t.Errorf("%d jobs still running", n)
+		}
+	})
+
+	t.Run("OneAPIAndTwoWorkersOneKilledLoseNothingAndDoubleNothing", func(t *testing.T) {
+		t.Parallel()
+		const tickets = 200
+		w := newWorld(t)
+		apiProcess := w.start(t, "api", map[string]string{"HELPDESK_ROLE": "api"})
+		a := w.start(t, "worker-a", map[string]string{"HELPDESK_ROLE": "worker"})
+		w.start(t, "worker-b", map[string]string{"HELPDESK_ROLE": "worker"})
+		// A worker answers probes and metrics, not the API.
+		for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200, "/v1/tickets": 404} {
+			resp, err := http.Get(a.url + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("worker %s: %d, want %d", path, resp.StatusCode, want)
+			}
+		}
+		w.ticketsWithReplies(t, apiProcess.url, tickets)
+
+		for w.count(t, `SELECT count(*) FROM river_job WHERE state = 'running'`) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		held := w.count(t, `SELECT count(*) FROM river_job WHERE state = 'running'`)
+		a.kill(t)
+		settled := w.awaitSettled(t, 5*time.Minute)
+		t.Logf("one API and two workers, one SIGKILLed with %d jobs running: every job finished within %s", held, settled.Round(100*time.Millisecond))
+		w.requirePromisesKept(t, tickets)
+		// The API process queued every job and sent no mail.
+		if log := apiProcess.logText(); strings.Contains(log, "email sent") {
+			t.Errorf("the API process worked jobs:\n%s", log)
 		}
 	})
 

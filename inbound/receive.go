@@ -12,6 +12,7 @@ import (
 
 	"helpdesk/desk"
 	"helpdesk/mail"
+	"helpdesk/metrics"
 	"helpdesk/store"
 )
 
@@ -87,6 +88,7 @@ func (rc *Receiver) Receive(ctx context.Context, rcpts []string, raw []byte) (*O
 	if err != nil {
 		return nil, err
 	}
+	metrics.InboundMessages.WithLabelValues(out.Kind).Inc()
 	rc.logger.InfoContext(ctx, "inbound mail", slog.String("outcome", out.Kind), slog.String("ticket_id", out.TicketID),
 		slog.String("matched", out.Matched), slog.String("message_id", msg.MessageID), slog.Bool("automatic", msg.Automatic))
 	return out, nil

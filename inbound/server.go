@@ -13,6 +13,8 @@ import (
 
 	"github.com/emersion/go-smtp"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"helpdesk/metrics"
 )
 
 // ServerConfig limits what the listener takes.
@@ -116,6 +118,7 @@ func (s *session) Data(r io.Reader) error {
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(r); err != nil {
 		if errors.Is(err, smtp.ErrTooLongLine) {
+			metrics.InboundMessages.WithLabelValues("refused").Inc()
 			return errLineTooLong
 		}
 		return err // go-smtp turns a too-large message into 552 5.3.4
@@ -125,7 +128,13 @@ func (s *session) Data(r io.Reader) error {
 	_, err := s.rc.Receive(ctx, s.rcpts, buf.Bytes())
 	switch {
 	case err == nil:
-		return nil
+		return nil // Receive counted it
+	case errors.Is(err, ErrUnparseable), errors.Is(err, ErrNoSender), contentFault(err):
+		metrics.InboundMessages.WithLabelValues("refused").Inc()
+	default:
+		metrics.InboundMessages.WithLabelValues("tempfail").Inc()
+	}
+	switch {
 	case errors.Is(err, ErrUnparseable):
 		return errUnparseable
 	case errors.Is(err, ErrNoSender):

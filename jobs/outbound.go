@@ -16,6 +16,7 @@ import (
 
 	"helpdesk/desk"
 	"helpdesk/mail"
+	"helpdesk/metrics"
 	"helpdesk/store"
 )
 
@@ -372,6 +373,24 @@ func (w *EmailWorker) unsendable(ctx context.Context, em *store.OutboundEmail, c
 	return river.JobCancel(err)
 }
 
+// countDeliveries counts an attempt's results per recipient by outcome
+// and the class of their enhanced status code.
+func countDeliveries(results []store.RecipientResult) {
+	for _, r := range results {
+		outcome := r.State
+		if outcome == store.RecipientPending {
+			outcome = "retry"
+		}
+		class := "none"
+		if c, _, ok := strings.Cut(r.SMTPEnhanced, "."); ok && (c == "2" || c == "4" || c == "5") {
+			class = c
+		} else if r.SMTPCode >= 200 && r.SMTPCode < 600 {
+			class = strconv.Itoa(r.SMTPCode / 100)
+		}
+		metrics.SMTPDeliveries.WithLabelValues(outcome, class).Inc()
+	}
+}
+
 // settle classifies the attempt per recipient, records it, and tells River
 // what comes next: done, snooze (slow down: no attempt spent), retry with
 // backoff (temporary or uncertain), or stop (permanent).
@@ -452,6 +471,7 @@ func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *sto
 	if err != nil {
 		return err
 	}
+	countDeliveries(attempt.Recipients)
 
 	log := w.logger.With(slog.Int64("job_id", job.ID), slog.Int64("message_id", em.MessageID),
 		slog.Int("attempt", job.Attempt), slog.String("state", attempt.State))

@@ -23,6 +23,9 @@ import (
 type Config struct {
 	Logger   *slog.Logger
 	Provider *provider.Client // nil: the queue inserts and administers jobs but works none
+	// InsertOnly is an API process's queue: it inserts every kind of job,
+	// email included, for worker processes to work, and works none.
+	InsertOnly bool
 
 	TriageBackoff     Backoff // default base 2s, cap 60s
 	TriageMaxAttempts int     // default 5; then the job is a dead letter
@@ -148,6 +151,9 @@ type Queue struct {
 	triage    *TriageWorker
 	email     *EmailWorker
 	autoclose *AutocloseWorker
+
+	stopEvents func()        // ends the subscription to River's job events
+	eventsDone chan struct{} // closed when the events are all read
 }
 
 // Autoclose runs the periodic autoclose job's work now, by the queue's
@@ -175,7 +181,7 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 		queues   map[string]river.QueueConfig
 		periodic []*river.PeriodicJob
 	)
-	if config.Provider != nil {
+	if config.Provider != nil && !config.InsertOnly {
 		q.triage = &TriageWorker{pool: pool, provider: config.Provider, backoff: config.TriageBackoff, logger: config.Logger,
 			timeout: config.TriageTimeout, autoAssign: config.AutoAssign, gate: &providerGate{pool: pool, name: config.Provider.Name(), breaker: config.Breaker,
 				lease: config.Provider.Timeout() + 5*time.Second, logger: config.Logger}}
@@ -235,13 +241,27 @@ func (q *Queue) Start(ctx context.Context) error {
 	if q.triage == nil {
 		return errors.New("jobs: a queue without a provider cannot work jobs")
 	}
-	return q.Client.Start(ctx)
+	events, cancel := q.Client.SubscribeConfig(&river.SubscribeConfig{ChanSize: 10_000, Kinds: []river.EventKind{
+		river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled, river.EventKindJobSnoozed}})
+	q.stopEvents, q.eventsDone = cancel, make(chan struct{})
+	go func() {
+		defer close(q.eventsDone)
+		for e := range events {
+			q.observe(e)
+		}
+	}()
+	if err := q.Client.Start(ctx); err != nil {
+		cancel()
+		return err
+	}
+	return nil
 }
 
 // Stop stops fetching new jobs and waits for running ones until ctx ends;
 // then it cancels what still runs, and River makes those jobs available
 // again without spending their attempt.
 func (q *Queue) Stop(ctx context.Context) error {
+	defer q.endEvents()
 	err := q.Client.Stop(ctx)
 	if err == nil {
 		return nil
@@ -269,7 +289,7 @@ func (q *Queue) EnqueueTriageTx(ctx context.Context, tx pgx.Tx, ticketID string)
 // caller's transaction; desk calls it. Without a relay nothing would send
 // it: desk.ErrNoRelay.
 func (q *Queue) EnqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64, ticketID string) (int64, error) {
-	if q.config.Relay == nil {
+	if q.config.Relay == nil && !q.config.InsertOnly {
 		return 0, desk.ErrNoRelay
 	}
 	res, err := q.Client.InsertTx(ctx, tx, EmailArgs{MessageID: messageID, TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})

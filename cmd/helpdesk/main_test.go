@@ -90,8 +90,8 @@ func TestConfigErrorsNameTheVariableAndStopTheStart(t *testing.T) {
 	t.Run("HelpOfEveryCommandExitsZero", func(t *testing.T) {
 		t.Parallel()
 		for _, cmd := range []string{"migrate", "serve", "jobs", "simulator", "apikey", "load", "demo", "provider", "burst", "agent", "customer", "suppressions", "mail"} {
-			if code, _, stderr := runCmd(t, nil, cmd, "--help"); code != 0 || !strings.Contains(stderr, "usage: helpdesk "+cmd) {
-				t.Errorf("%s --help: exit %d, %q", cmd, code, stderr)
+			if code, stdout, _ := runCmd(t, nil, cmd, "--help"); code != 0 || !strings.Contains(stdout, "usage: helpdesk "+cmd) {
+				t.Errorf("%s --help: exit %d, %q", cmd, code, stdout)
 			}
 		}
 	})

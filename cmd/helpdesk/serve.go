@@ -26,14 +26,18 @@ import (
 	"helpdesk/jobs/provider/simulator"
 	"helpdesk/mail"
 	"helpdesk/mail/smtptest"
+	"helpdesk/metrics"
 	"helpdesk/store"
 )
 
 // serveConfig is everything `helpdesk serve` reads from flags and environment.
 type serveConfig struct {
+	Role              string // all, api or worker
 	DatabaseURL       string
 	HTTPAddr          string
-	ProviderURL       string // empty: start the simulator in-process
+	MetricsAddr       string        // empty: /metrics on the HTTP listener
+	MetricsInterval   time.Duration // how often the jobs are counted for the metrics
+	ProviderURL       string        // empty: start the simulator in-process
 	ProviderKey       string
 	ProviderTimeout   time.Duration
 	RetryBase         time.Duration
@@ -130,7 +134,10 @@ func parseServeConfig(args []string, getenv func(string) string, stdout, stderr 
 		"Runs the HTTP API and the triage workers. SIGTERM or SIGINT stops fetching jobs,\n"+
 			"lets running ones finish within the grace period, and exits 0.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
-	addr := fs.setting("http-addr", "HELPDESK_HTTP_ADDR", "127.0.0.1:8080", "address of the API")
+	role := fs.setting("role", "HELPDESK_ROLE", "all", "all: the API, inbound mail and the workers; api: the API and inbound mail, which queue jobs and work none; worker: the workers, with only /healthz, /readyz and /metrics over HTTP")
+	addr := fs.setting("http-addr", "HELPDESK_HTTP_ADDR", "127.0.0.1:8080", "address of the API (of /healthz, /readyz and /metrics for a worker)")
+	metricsAddr := fs.setting("metrics-addr", "HELPDESK_METRICS_ADDR", "", "a listener of its own for /metrics; unset: /metrics on HELPDESK_HTTP_ADDR")
+	metricsInterval := fs.setting("metrics-interval", "HELPDESK_METRICS_INTERVAL", "15s", "how often jobs are counted by kind and state for /metrics")
 	providerURL := fs.setting("provider-url", "HELPDESK_PROVIDER_URL", "", "base URL of an OpenAI-compatible provider; unset: the in-process simulator")
 	providerKey := fs.setting("provider-key", "HELPDESK_PROVIDER_KEY", "", "bearer key for the provider")
 	providerTimeout := fs.setting("provider-timeout", "HELPDESK_PROVIDER_TIMEOUT", "10s", "how long one provider call may take")
@@ -189,6 +196,8 @@ func parseServeConfig(args []string, getenv func(string) string, stdout, stderr 
 		err error
 	)
 	cfg := serveConfig{
+		Role:              role.val,
+		MetricsInterval:   duration(&e, metricsInterval),
 		ProviderURL:       providerURL.val,
 		ProviderKey:       providerKey.val,
 		ProviderTimeout:   duration(&e, providerTimeout),
@@ -226,6 +235,13 @@ func parseServeConfig(args []string, getenv func(string) string, stdout, stderr 
 		AutocloseAfter: duration(&e, autoclose),
 	}
 	e.keep(providerURL.urlOf("http", "https"))
+	if r := role.val; r != "all" && r != "api" && r != "worker" {
+		e.keep(role.fail("all, api or worker"))
+	}
+	if metricsAddr.val != "" {
+		cfg.MetricsAddr, err = metricsAddr.hostPort()
+		e.keep(err)
+	}
 	cfg.AttachmentMax = int64(positiveInt(&e, attachmentMax))
 	switch ack.val {
 	case "0":
@@ -350,9 +366,11 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, lo
 	return serve(ctx, cfg, logger, nil)
 }
 
-// serve runs until ctx ends, then shuts down in order: the API stops taking
-// requests, the queue stops fetching and waits up to the grace period for
-// running jobs. ready, if set, is told the API's address once it listens.
+// serve runs until ctx ends, then shuts down in order: the listeners stop
+// taking requests, the queue stops fetching and waits up to the grace
+// period for running jobs. ready, if set, is told the HTTP listener's
+// address once it listens. The role decides what runs: the API and
+// inbound mail (api), the workers (worker), or both (all).
 func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func(addr string)) error {
 	pool, err := store.Open(ctx, cfg.DatabaseURL, cfg.DBConnectTimeout)
 	if err != nil {
@@ -366,65 +384,63 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	if len(pending) > 0 {
 		return fmt.Errorf("the database needs migrations %v first: run `helpdesk migrate`", pending)
 	}
+	works := cfg.Role != "api"
+	servesAPI := cfg.Role != "worker"
 
-	providerURL := cfg.ProviderURL
-	if providerURL == "" {
-		sim, err := simulator.Listen("127.0.0.1:0", simulator.DefaultSettings())
-		if err != nil {
-			return err
-		}
-		defer sim.Close()
-		providerURL = sim.URL
-		logger.Info("HELPDESK_PROVIDER_URL is not set: using the in-process simulator", slog.String("url", sim.URL))
-	}
-	client, err := provider.New(provider.Config{BaseURL: providerURL, APIKey: cfg.ProviderKey, Timeout: cfg.ProviderTimeout})
-	if err != nil {
-		return err
-	}
-	smtpURL := cfg.SMTPURL
-	if smtpURL == "" {
-		dir, err := filepath.Abs(cfg.CaptureDir)
-		if err != nil {
-			return fmt.Errorf("HELPDESK_CAPTURE_DIR: %w", err)
-		}
-		sink, err := smtptest.ListenWith(smtptest.Options{Maildir: dir})
-		if err != nil {
-			return fmt.Errorf("HELPDESK_CAPTURE_DIR: %w", err)
-		}
-		defer sink.Close()
-		smtpURL = sink.URL()
-		logger.Warn("HELPDESK_SMTP_URL is not set: mail is captured, not sent; read it in the Maildir folder "+dir+"/new",
-			slog.String("maildir", dir))
-	}
-	relay, err := mail.NewRelay(mail.RelayConfig{URL: smtpURL, HeloName: cfg.MailDomain, Captures: cfg.SMTPURL == "",
-		CommandTimeout: cfg.SMTPTimeout, BodyTimeout: 2 * cfg.SMTPTimeout, ReplyTimeout: 5 * cfg.SMTPTimeout})
-	if err != nil {
-		return err
-	}
-	queue, err := jobs.New(pool, jobs.Config{
-		Logger:            logger,
-		Provider:          client,
-		TriageBackoff:     jobs.Backoff{Base: cfg.RetryBase, Cap: cfg.RetryCap},
-		TriageMaxAttempts: cfg.TriageMaxAttempts,
-		TriageWorkers:     cfg.TriageWorkers,
-		EmailWorkers:      cfg.EmailWorkers,
-
+	jobsConfig := jobs.Config{
+		Logger:               logger,
+		InsertOnly:           !works,
+		TriageBackoff:        jobs.Backoff{Base: cfg.RetryBase, Cap: cfg.RetryCap},
+		TriageMaxAttempts:    cfg.TriageMaxAttempts,
+		TriageWorkers:        cfg.TriageWorkers,
+		EmailWorkers:         cfg.EmailWorkers,
 		IdempotencyRetention: cfg.IdempotencyKeep,
-
-		Relay:            relay,
-		EmailBackoff:     jobs.Backoff{Base: cfg.EmailRetryBase, Cap: cfg.EmailRetryCap},
-		EmailMaxAttempts: cfg.EmailMaxAttempts,
-		EmailGiveUpAfter: cfg.EmailGiveUpAfter,
-		EmailDelayNotice: cfg.EmailDelayNotice,
-
+		EmailBackoff:         jobs.Backoff{Base: cfg.EmailRetryBase, Cap: cfg.EmailRetryCap},
+		EmailMaxAttempts:     cfg.EmailMaxAttempts,
+		EmailGiveUpAfter:     cfg.EmailGiveUpAfter,
+		EmailDelayNotice:     cfg.EmailDelayNotice,
 		Breaker:              cfg.Breaker,
 		TriageTimeout:        cfg.TriageTimeout,
 		EmailTimeout:         cfg.EmailTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
-
-		AutoAssign:     cfg.AutoAssign,
-		AutocloseAfter: cfg.AutocloseAfter,
-	})
+		AutoAssign:           cfg.AutoAssign,
+		AutocloseAfter:       cfg.AutocloseAfter,
+	}
+	providerURL := cfg.ProviderURL
+	if works {
+		if providerURL == "" {
+			sim, err := simulator.Listen("127.0.0.1:0", simulator.DefaultSettings())
+			if err != nil {
+				return err
+			}
+			defer sim.Close()
+			providerURL = sim.URL
+			logger.Info("HELPDESK_PROVIDER_URL is not set: using the in-process simulator", slog.String("url", sim.URL))
+		}
+		if jobsConfig.Provider, err = provider.New(provider.Config{BaseURL: providerURL, APIKey: cfg.ProviderKey, Timeout: cfg.ProviderTimeout}); err != nil {
+			return err
+		}
+		smtpURL := cfg.SMTPURL
+		if smtpURL == "" {
+			dir, err := filepath.Abs(cfg.CaptureDir)
+			if err != nil {
+				return fmt.Errorf("HELPDESK_CAPTURE_DIR: %w", err)
+			}
+			sink, err := smtptest.ListenWith(smtptest.Options{Maildir: dir})
+			if err != nil {
+				return fmt.Errorf("HELPDESK_CAPTURE_DIR: %w", err)
+			}
+			defer sink.Close()
+			smtpURL = sink.URL()
+			logger.Warn("HELPDESK_SMTP_URL is not set: mail is captured, not sent; read it in the Maildir folder "+dir+"/new",
+				slog.String("maildir", dir))
+		}
+		if jobsConfig.Relay, err = mail.NewRelay(mail.RelayConfig{URL: smtpURL, HeloName: cfg.MailDomain, Captures: cfg.SMTPURL == "",
+			CommandTimeout: cfg.SMTPTimeout, BodyTimeout: 2 * cfg.SMTPTimeout, ReplyTimeout: 5 * cfg.SMTPTimeout}); err != nil {
+			return err
+		}
+	}
+	queue, err := jobs.New(pool, jobsConfig)
 	if err != nil {
 		return err
 	}
@@ -440,24 +456,48 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		SuppressFor: time.Duration(cfg.SuppressDays) * 24 * time.Hour, AttachmentMaxBytes: cfg.AttachmentMax, Ack: cfg.Ack})
 	queue.SetNotifier(cases)
 
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on HELPDESK_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+	// Listeners: the API (or a worker's probes), /metrics, inbound mail.
+	var servers []*http.Server
+	defer func() {
+		for _, srv := range servers {
+			_ = srv.Close()
+		}
+	}()
+	serveErr := make(chan error, 2)
+	listen := func(what, addr string, h http.Handler) (net.Addr, error) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s %s: %w", what, addr, err)
+		}
+		srv := newHTTPServer(cfg, h)
+		servers = append(servers, srv)
+		go func() { serveErr <- srv.Serve(ln) }()
+		return ln.Addr(), nil
 	}
-	httpServer := newHTTPServer(cfg, api.New(api.Config{Logger: logger, Pool: pool, Queue: queue, Desk: cases,
+	apiAddr, err := listen("HELPDESK_HTTP_ADDR", cfg.HTTPAddr, api.New(api.Config{Logger: logger, Pool: pool, Queue: queue, Desk: cases,
 		IdempotencyRetention: cfg.IdempotencyKeep, RequestTimeout: cfg.RequestTimeout,
-		RatePerKey: cfg.APIRate, BurstPerKey: cfg.APIBurst}))
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpServer.Serve(ln) }()
+		RatePerKey: cfg.APIRate, BurstPerKey: cfg.APIBurst, Metrics: cfg.MetricsAddr == "", ProbesOnly: !servesAPI}))
+	if err != nil {
+		return err
+	}
+	if cfg.MetricsAddr != "" {
+		addr, err := listen("HELPDESK_METRICS_ADDR", cfg.MetricsAddr, metricsMux())
+		if err != nil {
+			return err
+		}
+		logger.Info("serving metrics", slog.String("addr", "http://"+addr.String()+"/metrics"))
+	}
+	gaugesCtx, stopGauges := context.WithCancel(ctx)
+	defer stopGauges()
+	go queue.RunGauges(gaugesCtx, cfg.MetricsInterval)
 
-	if cfg.InboundAddr != "" {
+	if servesAPI && cfg.InboundAddr != "" {
 		receiver := inbound.NewReceiver(pool, cases, cfg.InboundDomains, logger)
 		receiver.SetReplyAddresses(replies)
 		inboundServer := inbound.NewServer(receiver, inbound.ServerConfig{Domain: cfg.MailDomain, LMTP: cfg.InboundLMTP,
 			MaxBytes: int64(cfg.InboundMaxBytes), MessageTimeout: cfg.InboundTimeout, MaxSessions: cfg.InboundMaxSessions})
 		inboundLn, err := net.Listen("tcp", cfg.InboundAddr)
 		if err != nil {
-			_ = httpServer.Close()
 			return fmt.Errorf("listen on HELPDESK_INBOUND_ADDR %s: %w", cfg.InboundAddr, err)
 		}
 		go func() { _ = inboundServer.Serve(inboundLn) }()
@@ -466,36 +506,49 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 			slog.Any("domains", cfg.InboundDomains))
 	}
 
-	// The queue runs on a context of its own: a signal must lead to the
-	// graceful Stop below, not to River's immediate cancellation.
-	if err := queue.Start(context.WithoutCancel(ctx)); err != nil {
-		_ = httpServer.Close()
-		return err
+	if works {
+		// The queue runs on a context of its own: a signal must lead to the
+		// graceful Stop below, not to River's immediate cancellation.
+		if err := queue.Start(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
 	}
-	logger.Info("helpdesk is serving", slog.String("api", "http://"+ln.Addr().String()), slog.String("provider", providerURL))
+	logger.Info("helpdesk is serving", slog.String("role", cfg.Role), slog.String("http", "http://"+apiAddr.String()),
+		slog.String("provider", providerURL))
 	if ready != nil {
-		ready(ln.Addr().String())
+		ready(apiAddr.String())
 	}
 
-	var apiErr error
+	var listenErr error
 	select {
 	case <-ctx.Done():
-	case apiErr = <-serveErr:
-		logger.Error("api stopped", slog.Any("error", apiErr))
+	case listenErr = <-serveErr:
+		logger.Error("a listener stopped", slog.Any("error", listenErr))
 	}
 
 	logger.Info("shutting down: no new jobs; running jobs may finish", slog.Duration("grace", cfg.ShutdownGrace))
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
-	if err := httpServer.Shutdown(graceCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		logger.Warn("api shutdown", slog.Any("error", err))
+	for _, srv := range servers {
+		if err := srv.Shutdown(graceCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Warn("http shutdown", slog.Any("error", err))
+		}
 	}
-	if err := queue.Stop(graceCtx); err != nil {
-		return err
+	if works {
+		if err := queue.Stop(graceCtx); err != nil {
+			return err
+		}
 	}
 	logger.Info("stopped")
-	if apiErr != nil {
-		return fmt.Errorf("api: %w", apiErr)
+	if listenErr != nil {
+		return fmt.Errorf("http: %w", listenErr)
 	}
 	return nil
+}
+
+// metricsMux serves /metrics alone, for HELPDESK_METRICS_ADDR.
+func metricsMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler())
+	return mux
 }

@@ -134,7 +134,8 @@ const draftPrompt = `You are a support agent. Write a short, polite reply to the
 	`the agent will edit and send it. Do not promise refunds or dates. Plain text only.`
 
 // Classify asks for the ticket's team and priority.
-func (c *Client) Classify(ctx context.Context, t Ticket) (Classification, Call, error) {
+func (c *Client) Classify(ctx context.Context, t Ticket) (_ Classification, _ Call, err error) {
+	defer func() { countCall("classify", err) }()
 	teams := t.teams()
 	content, call, err := c.chat(ctx, t, "classify", &ChatRequest{
 		Model: c.config.ChatModel,
@@ -160,7 +161,8 @@ func (c *Client) Classify(ctx context.Context, t Ticket) (Classification, Call, 
 }
 
 // DraftReply asks for a suggested answer to the ticket.
-func (c *Client) DraftReply(ctx context.Context, t Ticket) (string, Call, error) {
+func (c *Client) DraftReply(ctx context.Context, t Ticket) (_ string, _ Call, err error) {
+	defer func() { countCall("draft_reply", err) }()
 	user := t.prompt()
 	if t.Team != "" {
 		user = "Team: " + t.Team + "\n" + user
@@ -180,7 +182,8 @@ func (c *Client) DraftReply(ctx context.Context, t Ticket) (string, Call, error)
 }
 
 // Embed asks for the ticket's vector.
-func (c *Client) Embed(ctx context.Context, t Ticket) ([]float32, Call, error) {
+func (c *Client) Embed(ctx context.Context, t Ticket) (_ []float32, _ Call, err error) {
+	defer func() { countCall("embed", err) }()
 	var resp EmbeddingResponse
 	call, err := c.post(ctx, t.ID, "embed", "/v1/embeddings",
 		&EmbeddingRequest{Model: c.config.EmbedModel, Input: t.prompt(), User: t.ID}, &resp)

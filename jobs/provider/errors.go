@@ -1,11 +1,14 @@
 package provider
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"helpdesk/metrics"
 )
 
 // Kind says what a provider failure means for the job that met it.
@@ -126,4 +129,31 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// countCall counts a call in metrics.ProviderCalls by what came of it.
+func countCall(task string, err error) {
+	outcome := "ok"
+	var e *Error
+	switch {
+	case err == nil:
+	case errors.As(err, &e):
+		switch {
+		case e.Kind == KindRateLimited:
+			outcome = "rate_limited"
+		case e.Kind == KindUnavailable && e.Status >= 500:
+			outcome = "server_error"
+		case e.Kind == KindUnavailable:
+			outcome = "unreachable"
+		case e.Kind == KindTimeout:
+			outcome = "timeout"
+		case e.Kind == KindRejected:
+			outcome = "rejected"
+		default:
+			outcome = "invalid"
+		}
+	default:
+		outcome = "cancelled" // the caller's own context ended
+	}
+	metrics.ProviderCalls.WithLabelValues(task, outcome).Inc()
 }

@@ -1,0 +1,81 @@
+package jobs_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"helpdesk/jobs"
+	"helpdesk/jobs/jobstest"
+	"helpdesk/jobs/provider/simulator"
+	"helpdesk/mail/smtptest"
+)
+
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// errors returns the lines logged at ERROR.
+func (l *logLines) errors() []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["level"] == "ERROR" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestJobsThatEndBadlyAreLoggedAtError(t *testing.T) {
+	t.Parallel()
+	b := jobstest.Setup(t)
+	srv := b.WithSMTP(t)
+	var logs logLines
+	b.Config.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	b.Config.TriageMaxAttempts = 1
+	if err := b.Sim.SetMode(simulator.ModeOutage); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetFallback(smtptest.Fault{RcptErr: map[string]*smtp.SMTPError{"c1@example.com": smtptest.ErrNoSuchUser}})
+	q := b.StartQueue(t)
+	ticketID, triageJob := b.OpenTicket(t, q, "Parcel", "Where is my parcel?")
+	jobstest.WaitFor(t, q, triageJob, jobs.StateDeadLetter, 10*time.Second)
+	_, emailJob := b.Reply(t, q, ticketID, "On its way.")
+	jobstest.WaitFor(t, q, emailJob, jobs.StateFailed, 10*time.Second)
+
+	// The events reach the logger a moment after the job's state.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(logs.errors()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	found := map[string]map[string]any{}
+	for _, l := range logs.errors() {
+		if msg, _ := l["msg"].(string); strings.HasPrefix(msg, "job ") {
+			found[l["kind"].(string)] = l
+		}
+	}
+	if l := found["triage"]; l == nil || l["msg"] != "job dead_letter" || l["ticket_id"] != ticketID ||
+		!strings.Contains(l["last_error"].(string), "ProviderUnavailable") {
+		t.Errorf("triage dead letter logged as %v", l)
+	}
+	if l := found["email_outbound"]; l == nil || l["msg"] != "job failed" || l["ticket_id"] != ticketID ||
+		!strings.Contains(l["last_error"].(string), "550") {
+		t.Errorf("failed email logged as %v", l)
+	}
+}
