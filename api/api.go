@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"riverqueue.com/riverui"
 
 	"helpdesk/desk"
 	"helpdesk/jobs"
@@ -54,9 +55,10 @@ type Server struct {
 	timeout   time.Duration
 	limiter   *keyLimiter
 	mux       *http.ServeMux
+	ui        *riverui.Handler // nil when the UI is not mounted
 }
 
-// New returns the API.
+// New returns the API; MountUI adds River UI.
 func New(config Config) *Server {
 	s := &Server{logger: config.Logger, pool: config.Pool, queue: config.Queue, desk: config.Desk, retention: config.IdempotencyRetention,
 		timeout: config.RequestTimeout, mux: http.NewServeMux()}

@@ -474,9 +474,18 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		go func() { serveErr <- srv.Serve(ln) }()
 		return ln.Addr(), nil
 	}
-	apiAddr, err := listen("HELPDESK_HTTP_ADDR", cfg.HTTPAddr, api.New(api.Config{Logger: logger, Pool: pool, Queue: queue, Desk: cases,
+	apiServer := api.New(api.Config{Logger: logger, Pool: pool, Queue: queue, Desk: cases,
 		IdempotencyRetention: cfg.IdempotencyKeep, RequestTimeout: cfg.RequestTimeout,
-		RatePerKey: cfg.APIRate, BurstPerKey: cfg.APIBurst, Metrics: cfg.MetricsAddr == "", ProbesOnly: !servesAPI}))
+		RatePerKey: cfg.APIRate, BurstPerKey: cfg.APIBurst, Metrics: cfg.MetricsAddr == "", ProbesOnly: !servesAPI})
+	if servesAPI {
+		if err := apiServer.MountUI(); err != nil {
+			return err
+		}
+		if err := apiServer.Start(ctx); err != nil {
+			return err
+		}
+	}
+	apiAddr, err := listen("HELPDESK_HTTP_ADDR", cfg.HTTPAddr, apiServer)
 	if err != nil {
 		return err
 	}
