@@ -76,11 +76,21 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams)
 	if root == "" {
 		root = mail.NewRootMessageID(d.config.MailDomain, ticket.ID)
 	}
-	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{
+	first, err := st.InsertMessage(ctx, &store.InsertMessageParams{
 		TicketID: ticket.ID, Direction: store.DirectionInbound, Author: author, Body: p.Body, EmailMessageID: &root,
 		Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
+	}
+	if err := emit(ctx, st, EventTicketCreated, TicketCreated{TicketID: ticket.ID, CustomerID: ticket.CustomerID, Subject: ticket.Subject,
+		Status: ticket.Status, FollowUpOf: ticket.FollowUpOf, CreatedAt: ticket.CreatedAt}); err != nil {
+		return nil, 0, err
+	}
+	received := messageEvent(first)
+	received.Automatic = p.Automatic
+	if err := emit(ctx, st, EventMessageReceived, received); err != nil {
+		return nil, 0, err
 	}
 	if err := st.CustomerWrote(ctx, ticket.ID); err != nil {
 		return nil, 0, err
@@ -163,6 +173,11 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx pgx.Tx, p *CustomerM
 		return nil, err
 	}
 	out := &CustomerMessage{Message: msg, TicketID: p.TicketID}
+	received := messageEvent(msg)
+	received.Automatic = p.Automatic
+	if err := emit(ctx, st, EventMessageReceived, received); err != nil {
+		return nil, err
+	}
 	if p.Automatic {
 		return out, nil
 	}
@@ -292,6 +307,9 @@ func setStatus(ctx context.Context, st *store.Store, t *store.Ticket, actor, sta
 	}
 	from := t.Status
 	t.Status = status
+	if err := emit(ctx, st, EventTicketStatusChanged, TicketStatusChanged{TicketID: t.ID, From: from, To: status, Actor: actor}); err != nil {
+		return err
+	}
 	return event(ctx, st, t.ID, actor, "status", from, status)
 }
 

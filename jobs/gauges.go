@@ -12,7 +12,7 @@ import (
 )
 
 // Kinds are the kinds of job helpdesk queues.
-var Kinds = []string{TriageArgs{}.Kind(), EmailArgs{}.Kind(), NotifyArgs{}.Kind(), AutocloseArgs{}.Kind(), PruneArgs{}.Kind()}
+var Kinds = []string{TriageArgs{}.Kind(), EmailArgs{}.Kind(), NotifyArgs{}.Kind(), WebhookArgs{}.Kind(), AutocloseArgs{}.Kind(), PruneArgs{}.Kind()}
 
 // RefreshGauges sets the metrics that come from the database, shared by
 // every process: jobs by kind and state, the relay's pause and the

@@ -167,7 +167,7 @@ func (w *EmailWorker) dropSuppressed(ctx context.Context, em *store.OutboundEmai
 			attempt.State = store.DeliveryPartiallySent
 		}
 	}
-	if err := store.New(w.pool).RecordAttempt(ctx, em.MessageID, attempt); err != nil {
+	if err := w.recordFinal(ctx, em.MessageID, attempt); err != nil {
 		return nil, err
 	}
 	w.logger.WarnContext(ctx, "email not sent: suppressed", slog.Int64("message_id", em.MessageID), slog.Any("addresses", dropped))
@@ -256,7 +256,7 @@ func (w *EmailWorker) giveUp(ctx context.Context, em *store.OutboundEmail, age t
 				SMTPText: "given up after " + w.giveUpAfter.String()})
 		}
 	}
-	if rerr := store.New(w.pool).RecordAttempt(ctx, em.MessageID, attempt); rerr != nil {
+	if rerr := w.recordFinal(ctx, em.MessageID, attempt); rerr != nil {
 		return rerr
 	}
 	w.logger.ErrorContext(ctx, "email given up", slog.Int64("message_id", em.MessageID), slog.String("error", err.Error()))
@@ -364,10 +364,21 @@ func replyBodies(ctx context.Context, st *store.Store, msg *store.Message, custo
 	return text, html, nil
 }
 
+// recordFinal records an attempt that ends the delivery, and its
+// message.sent or message.failed event, in one transaction.
+func (w *EmailWorker) recordFinal(ctx context.Context, messageID int64, attempt *store.AttemptResult) error {
+	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		if err := store.New(tx).RecordAttempt(ctx, messageID, attempt); err != nil {
+			return err
+		}
+		return desk.DeliveredTx(ctx, tx, messageID, attempt.State, attempt.LastError)
+	})
+}
+
 // unsendable fails a message whose stored data cannot make a valid mail.
 func (w *EmailWorker) unsendable(ctx context.Context, em *store.OutboundEmail, cause error) error {
 	err := fmt.Errorf("InvalidMessage: %w", cause)
-	if rerr := store.New(w.pool).RecordAttempt(ctx, em.MessageID, &store.AttemptResult{State: store.DeliveryFailed, LastError: err.Error()}); rerr != nil {
+	if rerr := w.recordFinal(ctx, em.MessageID, &store.AttemptResult{State: store.DeliveryFailed, LastError: err.Error()}); rerr != nil {
 		return rerr
 	}
 	return river.JobCancel(err)
@@ -460,6 +471,9 @@ func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *sto
 			return err
 		}
 		if err := w.reportRefusals(ctx, tx, em.MessageID, attempt.Recipients); err != nil {
+			return err
+		}
+		if err := desk.DeliveredTx(ctx, tx, em.MessageID, attempt.State, attempt.LastError); err != nil {
 			return err
 		}
 		// A relay that answered is up again, whatever it said of this message.

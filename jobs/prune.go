@@ -57,7 +57,11 @@ func (w *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 	if uploads+contents > 0 {
 		w.logger.InfoContext(ctx, "pruned unsent uploads", slog.Int64("uploads", uploads), slog.Int64("contents", contents))
 	}
-	_, err = store.New(w.pool).PruneAcknowledgements(ctx, 24*time.Hour)
+	if _, err = store.New(w.pool).PruneAcknowledgements(ctx, 24*time.Hour); err != nil {
+		return err
+	}
+	// Deliveries end within hours; a week keeps the events for a look.
+	_, err = store.New(w.pool).PruneWebhookEvents(ctx, 7*24*time.Hour)
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,6 +71,14 @@ type Config struct {
 	// live attempt is never worked twice at once.
 	RescueStuckJobsAfter time.Duration
 
+	// Webhook deliveries: attempts, backoff, the receiver's time to answer,
+	// and how often recorded events are turned into deliveries.
+	WebhookMaxAttempts int           // default 10
+	WebhookBackoff     Backoff       // default base 5s, cap 1h
+	WebhookTimeout     time.Duration // default 10s
+	WebhookWorkers     int           // default 10
+	WebhookPoll        time.Duration // default 500ms
+
 	// Knobs that tests and benchmarks turn; production keeps River's defaults.
 	FetchPollInterval time.Duration
 	FetchCooldown     time.Duration
@@ -113,6 +122,24 @@ func (c *Config) setDefaults() {
 	if c.EmailMaxAttempts <= 0 {
 		c.EmailMaxAttempts = 8
 	}
+	if c.WebhookMaxAttempts <= 0 {
+		c.WebhookMaxAttempts = 10
+	}
+	if c.WebhookBackoff.Base <= 0 {
+		c.WebhookBackoff.Base = 5 * time.Second
+	}
+	if c.WebhookBackoff.Cap <= 0 {
+		c.WebhookBackoff.Cap = time.Hour
+	}
+	if c.WebhookTimeout <= 0 {
+		c.WebhookTimeout = 10 * time.Second
+	}
+	if c.WebhookWorkers <= 0 {
+		c.WebhookWorkers = 10
+	}
+	if c.WebhookPoll <= 0 {
+		c.WebhookPoll = 500 * time.Millisecond
+	}
 	if c.EmailGiveUpAfter <= 0 {
 		c.EmailGiveUpAfter = 72 * time.Hour
 	}
@@ -154,6 +181,9 @@ type Queue struct {
 
 	stopEvents func()        // ends the subscription to River's job events
 	eventsDone chan struct{} // closed when the events are all read
+
+	stopDispatch func()        // ends the webhook dispatcher
+	dispatchDone chan struct{} // closed when it has ended
 }
 
 // Autoclose runs the periodic autoclose job's work now, by the queue's
@@ -208,9 +238,14 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 				return nil, fmt.Errorf("register notify worker: %w", err)
 			}
 		}
+		if err := river.AddWorkerSafely(workers, &WebhookWorker{pool: pool, client: &http.Client{}, backoff: config.WebhookBackoff,
+			timeout: config.WebhookTimeout, logger: config.Logger}); err != nil {
+			return nil, fmt.Errorf("register webhook worker: %w", err)
+		}
 		queues = map[string]river.QueueConfig{
 			QueueTriage:      {MaxWorkers: config.TriageWorkers},
 			QueueEmail:       {MaxWorkers: config.EmailWorkers},
+			QueueWebhooks:    {MaxWorkers: config.WebhookWorkers},
 			QueueMaintenance: {MaxWorkers: 2},
 			// Jobs that a process of an older version inserts during an upgrade.
 			river.QueueDefault: {MaxWorkers: 2},
@@ -254,6 +289,12 @@ func (q *Queue) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
+	dispatchCtx, stopDispatch := context.WithCancel(ctx)
+	q.stopDispatch, q.dispatchDone = stopDispatch, make(chan struct{})
+	go func() {
+		defer close(q.dispatchDone)
+		q.runWebhookDispatcher(dispatchCtx)
+	}()
 	return nil
 }
 
@@ -262,6 +303,10 @@ func (q *Queue) Start(ctx context.Context) error {
 // again without spending their attempt.
 func (q *Queue) Stop(ctx context.Context) error {
 	defer q.endEvents()
+	if q.stopDispatch != nil {
+		q.stopDispatch()
+		<-q.dispatchDone
+	}
 	err := q.Client.Stop(ctx)
 	if err == nil {
 		return nil

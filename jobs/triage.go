@@ -233,6 +233,9 @@ func (w *TriageWorker) save(ctx context.Context, job *river.Job[TriageArgs], tas
 					return err
 				}
 			}
+			if err := desk.TriagedTx(ctx, tx, job.Args.TicketID, job.ID); err != nil {
+				return err
+			}
 			if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 				return fmt.Errorf("complete job %d: %w", job.ID, err)
 			}

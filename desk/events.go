@@ -1,0 +1,104 @@
+package desk
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"helpdesk/store"
+)
+
+// The events webhooks may subscribe to.
+const (
+	EventTicketCreated       = "ticket.created"
+	EventTicketTriaged       = "ticket.triaged"
+	EventTicketStatusChanged = "ticket.status_changed"
+	EventMessageSent         = "message.sent"
+	EventMessageFailed       = "message.failed"
+	EventMessageReceived     = "message.received"
+)
+
+// EventTypes lists every event type.
+var EventTypes = []string{EventTicketCreated, EventTicketTriaged, EventTicketStatusChanged, EventMessageSent, EventMessageFailed, EventMessageReceived}
+
+// TicketCreated is the data of ticket.created.
+type TicketCreated struct {
+	TicketID   string    `json:"ticket_id"`
+	CustomerID string    `json:"customer_id"`
+	Subject    string    `json:"subject"`
+	Status     string    `json:"status"`
+	FollowUpOf *string   `json:"follow_up_of"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// TicketTriaged is the data of ticket.triaged.
+type TicketTriaged struct {
+	TicketID string  `json:"ticket_id"`
+	Team     *string `json:"team"`
+	Priority *int16  `json:"priority"`
+	Assignee *string `json:"assignee"`
+	JobID    int64   `json:"job_id"`
+}
+
+// TicketStatusChanged is the data of ticket.status_changed.
+type TicketStatusChanged struct {
+	TicketID string `json:"ticket_id"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Actor    string `json:"actor"`
+}
+
+// MessageEvent is the data of message.received, message.sent and
+// message.failed.
+type MessageEvent struct {
+	TicketID       string  `json:"ticket_id"`
+	MessageID      int64   `json:"message_id"`
+	Direction      string  `json:"direction"`
+	Author         string  `json:"author"`
+	EmailMessageID *string `json:"email_message_id"`
+	State          string  `json:"state,omitempty"`      // sent, captured, partially_sent, failed, suppressed
+	LastError      string  `json:"last_error,omitempty"` // for message.failed
+	Automatic      bool    `json:"automatic,omitempty"`  // message.received: an auto-reply or bulk mail
+}
+
+// emit records an event in the caller's transaction; the webhook
+// dispatcher delivers it to the endpoints that subscribe to its type.
+func emit(ctx context.Context, st *store.Store, eventType string, data any) error {
+	return st.InsertWebhookEvent(ctx, eventType, data)
+}
+
+func messageEvent(m *store.Message) MessageEvent {
+	return MessageEvent{TicketID: m.TicketID, MessageID: m.ID, Direction: m.Direction, Author: m.Author, EmailMessageID: m.EmailMessageID}
+}
+
+// TriagedTx records ticket.triaged when a triage job completes, in its
+// transaction.
+func TriagedTx(ctx context.Context, tx pgx.Tx, ticketID string, jobID int64) error {
+	st := store.New(tx)
+	t, err := st.GetTicket(ctx, ticketID)
+	if err != nil {
+		return err
+	}
+	return emit(ctx, st, EventTicketTriaged, TicketTriaged{TicketID: t.ID, Team: t.Team, Priority: t.Priority, Assignee: t.Assignee, JobID: jobID})
+}
+
+// DeliveredTx records message.sent or message.failed for mail to the
+// customer whose delivery ended in state, in the caller's transaction.
+func DeliveredTx(ctx context.Context, tx pgx.Tx, messageID int64, state, lastError string) error {
+	st := store.New(tx)
+	m, err := st.GetMessage(ctx, messageID)
+	if err != nil || !store.ToCustomer(m.Direction) {
+		return err
+	}
+	e := messageEvent(m)
+	e.State = state
+	switch state {
+	case store.DeliverySent, store.DeliveryCaptured, store.DeliveryPartiallySent:
+		return emit(ctx, st, EventMessageSent, e)
+	case store.DeliveryFailed, store.DeliverySuppressed:
+		e.LastError = lastError
+		return emit(ctx, st, EventMessageFailed, e)
+	}
+	return nil
+}

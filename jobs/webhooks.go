@@ -1,0 +1,203 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"helpdesk/store"
+)
+
+// QueueWebhooks is the queue of webhook deliveries: a slow receiver never
+// holds up replies or triage.
+const QueueWebhooks = "webhooks"
+
+// WebhookArgs is the job that delivers one event to one endpoint.
+type WebhookArgs struct {
+	EventID   int64 `json:"event_id"`
+	WebhookID int64 `json:"webhook_id"`
+}
+
+// Kind is River's name for the job.
+func (WebhookArgs) Kind() string { return "webhook" }
+
+// WebhookWorker delivers events the Standard Webhooks way: the same body
+// on every attempt, signed with the endpoint's secret (webhook-id,
+// webhook-timestamp, webhook-signature: v1,base64 HMAC-SHA256 of
+// "id.timestamp.body").
+type WebhookWorker struct {
+	river.WorkerDefaults[WebhookArgs]
+	pool    *pgxpool.Pool
+	client  *http.Client
+	backoff Backoff
+	timeout time.Duration
+	logger  *slog.Logger
+}
+
+// NextRetry spaces the attempts of a delivery that failed.
+func (w *WebhookWorker) NextRetry(job *river.Job[WebhookArgs]) time.Time {
+	return w.backoff.NextRetry(job.JobRow)
+}
+
+// Timeout bounds one attempt.
+func (w *WebhookWorker) Timeout(*river.Job[WebhookArgs]) time.Duration { return w.timeout + 5*time.Second }
+
+// WebhookBody is what an endpoint receives.
+type WebhookBody struct {
+	Type      string          `json:"type"`
+	Timestamp time.Time       `json:"timestamp"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// Work makes one delivery attempt. A 2xx is done; 429 and 503 with
+// Retry-After wait without spending an attempt; other 5xx, 408 and network
+// faults retry with backoff; any other 4xx will repeat and fails at once.
+func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) error {
+	st := store.New(w.pool)
+	hook, err := st.GetWebhook(ctx, job.Args.WebhookID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // the endpoint was deleted: nobody to tell
+	}
+	if err != nil {
+		return err
+	}
+	event, err := st.GetWebhookEvent(ctx, job.Args.EventID)
+	if errors.Is(err, store.ErrNotFound) {
+		return river.JobCancel(fmt.Errorf("WebhookEventGone: event %d was pruned", job.Args.EventID))
+	}
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(WebhookBody{Type: event.Type, Timestamp: event.CreatedAt.UTC(), Data: event.Payload})
+	if err != nil {
+		return river.JobCancel(err)
+	}
+	id := WebhookEventID(event.ID)
+	timestamp := time.Now().Unix()
+	signature, err := SignWebhook(hook.Secret, id, timestamp, body)
+	if err != nil {
+		return river.JobCancel(fmt.Errorf("WebhookSecret: %w", err))
+	}
+	callCtx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, hook.URL, bytes.NewReader(body))
+	if err != nil {
+		return river.JobCancel(fmt.Errorf("WebhookURL: %w", err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "helpdesk-webhooks")
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(timestamp, 10))
+	req.Header.Set("webhook-signature", signature)
+	resp, err := w.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("WebhookUnreachable: %s: %w", hook.URL, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	switch code := resp.StatusCode; {
+	case code >= 200 && code < 300:
+		return nil
+	case code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != ""):
+		wait := w.backoff.Base
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			wait = min(time.Duration(s)*time.Second, w.backoff.Cap)
+		}
+		return river.JobSnooze(wait)
+	case code >= 500 || code == http.StatusRequestTimeout:
+		return fmt.Errorf("WebhookServerError: %s answered %d", hook.URL, code)
+	default:
+		return river.JobCancel(fmt.Errorf("WebhookRefused: %s answered %d; a retry would get the same", hook.URL, code))
+	}
+}
+
+// WebhookEventID is an event's webhook-id, the same on every attempt.
+func WebhookEventID(id int64) string { return "evt_" + strconv.FormatInt(id, 10) }
+
+// SignWebhook is the Standard Webhooks signature of a delivery with a
+// whsec_ secret.
+func SignWebhook(secret, id string, timestamp int64, body []byte) (string, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		return "", err
+	}
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%d.", id, timestamp)
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)), nil
+}
+
+// dispatchWebhooks turns recorded events into delivery jobs, one per
+// subscribed endpoint, in the transaction that marks them dispatched, so
+// that an event is queued once however many processes dispatch.
+func (q *Queue) dispatchWebhooks(ctx context.Context) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+		st := store.New(tx)
+		events, err := st.ClaimWebhookEvents(ctx, 100)
+		if err != nil || len(events) == 0 {
+			return err
+		}
+		hooks, err := st.ListWebhooks(ctx)
+		if err != nil {
+			return err
+		}
+		var params []river.InsertManyParams
+		for _, e := range events {
+			for _, h := range hooks {
+				for _, t := range h.Events {
+					if t == e.Type {
+						params = append(params, river.InsertManyParams{Args: WebhookArgs{EventID: e.ID, WebhookID: h.ID},
+							InsertOpts: &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: q.config.WebhookMaxAttempts}})
+					}
+				}
+			}
+		}
+		n = len(events)
+		if len(params) == 0 {
+			return nil
+		}
+		_, err = q.Client.InsertManyTx(ctx, tx, params)
+		return err
+	})
+	return n, err
+}
+
+// runWebhookDispatcher dispatches events every poll interval until ctx
+// ends, at once again while a batch was full.
+func (q *Queue) runWebhookDispatcher(ctx context.Context) {
+	t := time.NewTicker(q.config.WebhookPoll)
+	defer t.Stop()
+	for {
+		n, err := q.dispatchWebhooks(ctx)
+		if err != nil && ctx.Err() == nil {
+			q.config.Logger.WarnContext(ctx, "webhooks: could not dispatch events", slog.Any("error", err))
+		}
+		if n == 100 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,2 @@
+DROP TABLE webhook_events;
+DROP TABLE webhooks;
