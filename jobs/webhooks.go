@@ -55,7 +55,9 @@ func (w *WebhookWorker) NextRetry(job *river.Job[WebhookArgs]) time.Time {
 }
 
 // Timeout bounds one attempt.
-func (w *WebhookWorker) Timeout(*river.Job[WebhookArgs]) time.Duration { return w.timeout + 5*time.Second }
+func (w *WebhookWorker) Timeout(*river.Job[WebhookArgs]) time.Duration {
+	return w.timeout + 5*time.Second
+}
 
 // WebhookBody is what an endpoint receives.
 type WebhookBody struct {
