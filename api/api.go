@@ -56,6 +56,7 @@ type Server struct {
 	limiter   *keyLimiter
 	mux       *http.ServeMux
 	ui        *riverui.Handler // nil when the UI is not mounted
+	routes    []string         // "METHOD /pattern" of every operation
 }
 
 // New returns the API; MountUI adds River UI.
@@ -86,6 +87,7 @@ func New(config Config) *Server {
 		return s.pool.Ping(ctx)
 	})
 	if config.Metrics {
+		s.routes = append(s.routes, "GET /metrics")
 		metricsHandler := metrics.Handler()
 		s.mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 			infoOf(r.Context()).route = "/metrics"
@@ -102,6 +104,7 @@ func New(config Config) *Server {
 	if config.ProbesOnly {
 		return s
 	}
+	s.serveOpenAPI()
 	s.route("/v1/tickets", map[string]handlerFunc{http.MethodGet: s.listTickets, http.MethodPost: s.createTicket})
 	s.route("/v1/tickets/{id}", map[string]handlerFunc{http.MethodGet: s.getTicket, http.MethodPatch: s.patchTicket})
 	s.route("/v1/tickets/{id}/replies", map[string]handlerFunc{http.MethodPost: s.createReply})
@@ -146,6 +149,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // probe serves a health check: GET and HEAD only, 200 when check passes
 // and 503 when it does not, without authentication.
 func (s *Server) probe(pattern string, check func(context.Context) error) {
+	s.routes = append(s.routes, "GET "+pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		infoOf(r.Context()).route = pattern
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -177,6 +181,9 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, who Actor) error
 // other method, and every caller without a valid key, gets the same JSON
 // errors as everything else instead of net/http's plain text.
 func (s *Server) route(pattern string, byMethod map[string]handlerFunc) {
+	for m := range byMethod {
+		s.routes = append(s.routes, m+" "+pattern)
+	}
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		info := infoOf(r.Context())
 		info.route = pattern

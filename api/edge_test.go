@@ -188,8 +188,8 @@ func serveThroughProxy(t *testing.T, requestTimeout time.Duration) (*intakeBundl
 	}
 	t.Cleanup(pool.Close)
 	t.Cleanup(proxy.Close) // first: a frozen proxy would hold the pool's goodbyes
-	srv := httptest.NewServer(api.New(api.Config{Logger: jobstest.Logger(), Pool: pool, Queue: b.queue, Desk: desk.New(pool, b.queue, b.DeskConfig), RequestTimeout: requestTimeout,
-		RatePerKey: 1e6, BurstPerKey: 1e6}))
+	srv := httptest.NewServer(validated(t, api.New(api.Config{Logger: jobstest.Logger(), Pool: pool, Queue: b.queue, Desk: desk.New(pool, b.queue, b.DeskConfig), RequestTimeout: requestTimeout,
+		RatePerKey: 1e6, BurstPerKey: 1e6})))
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
 	if err := b.Store.UpsertCustomer(b.Ctx, &store.InsertCustomerParams{ID: "C-0022", Email: "c-0022@example.com", Name: "C-0022"}); err != nil {

@@ -46,7 +46,11 @@ func serveAPIWith(t testing.TB, b *jobstest.Bundle, q *jobs.Queue, config api.Co
 	if config.RatePerKey == 0 {
 		config.RatePerKey, config.BurstPerKey = 1e6, 1e6
 	}
-	srv := httptest.NewServer(api.New(config))
+	var h http.Handler = api.New(config)
+	if t, ok := t.(*testing.T); ok {
+		h = validated(t, h) // every answer is checked against api/openapi.json
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	ab := &apiBundle{Bundle: b, queue: q, url: srv.URL}
 	if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "alice", DisplayName: "Alice", Email: "alice@support.example.com"}); err != nil {

@@ -101,8 +101,8 @@ func TestMetricsAndRequestLogs(t *testing.T) {
 	q := b.StartQueue(t)
 	ab := serveAPIWith(t, b, q, api.Config{Metrics: true})
 	// serveAPIWith's server has the test logger; this one logs to logs.
-	srv := httptest.NewServer(api.New(api.Config{Logger: logger, Pool: b.Pool, Queue: q, Desk: b.Desk(q), Metrics: true,
-		RatePerKey: 1e6, BurstPerKey: 1e6}))
+	srv := httptest.NewServer(validated(t, api.New(api.Config{Logger: logger, Pool: b.Pool, Queue: q, Desk: b.Desk(q), Metrics: true,
+		RatePerKey: 1e6, BurstPerKey: 1e6})))
 	t.Cleanup(srv.Close)
 
 	ticketID, jobID := b.OpenTicket(t, q, "Parcel", "Where is my parcel?")
