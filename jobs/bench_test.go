@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail/smtptest"
+	"helpdesk/metrics"
 	"helpdesk/store"
 )
 
@@ -231,4 +233,40 @@ func BenchmarkReplyLatencyUnderTriageBacklog(b *testing.B) {
 	}
 	b.Run("OwnQueue", func(b *testing.B) { run(b, 500, jobs.QueueEmail) })
 	b.Run("SharedQueueAsBefore", func(b *testing.B) { run(b, 40, jobs.QueueTriage) })
+}
+
+// BenchmarkMetricsOn100kJobs measures what a scrape costs with 100,000
+// jobs in River's table: the periodic count by kind and state
+// (RefreshGauges, once per HELPDESK_METRICS_INTERVAL) and the exposition
+// itself, which reads only memory.
+func BenchmarkMetricsOn100kJobs(b *testing.B) {
+	bundle := jobstest.Setup(b)
+	q := bundle.NewQueue(b)
+	if _, err := bundle.Pool.Exec(bundle.Ctx, `INSERT INTO river_job (args, kind, max_attempts, queue, state, attempt, finalized_at)
+		SELECT '{}', (ARRAY['triage', 'email_outbound', 'webhook'])[1 + i % 3], 5, 'triage',
+			(ARRAY['completed', 'completed', 'completed', 'available', 'discarded'])[1 + i % 5]::river_job_state,
+			i % 2, CASE WHEN i % 5 IN (0, 1, 2, 4) THEN now() END
+		FROM generate_series(0, 99999) i`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := bundle.Pool.Exec(bundle.Ctx, `ANALYZE river_job`); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("CountJobs", func(b *testing.B) {
+		for b.Loop() {
+			if err := q.RefreshGauges(bundle.Ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Scrape", func(b *testing.B) {
+		h := metrics.Handler()
+		for b.Loop() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			if rec.Code != 200 {
+				b.Fatal(rec.Code)
+			}
+		}
+	})
 }
