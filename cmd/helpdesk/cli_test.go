@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -128,4 +131,46 @@ func TestEmailJobsShowTheirTicketAndRetryWithTheConfiguredBudget(t *testing.T) {
 			t.Errorf("exit %d, %q %q", code, out, stderr)
 		}
 	})
+}
+
+func TestLogFormats(t *testing.T) {
+	t.Parallel()
+	for format, want := range map[string]string{"json": `{"time":`, "text": "time=", "": "time="} {
+		var buf strings.Builder
+		logger, err := newLogger("debug", format, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger.Debug("hello", "n", 1)
+		if !strings.HasPrefix(buf.String(), want) || !strings.Contains(buf.String(), "hello") {
+			t.Errorf("format %q wrote %q", format, buf.String())
+		}
+	}
+}
+
+func TestMetricsOnAListenerOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	dbURL := migratedURL(t)
+	// A free port for the metrics listener: taken and given back.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := ln.Addr().String()
+	ln.Close()
+	addr, _ := startServe(t, map[string]string{"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_METRICS_ADDR": metricsAddr})
+	for url, want := range map[string]int{"http://" + metricsAddr + "/metrics": 200, "http://" + addr + "/metrics": 404, "http://" + addr + "/healthz": 200} {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: %d, want %d", url, resp.StatusCode, want)
+		}
+		if want == 200 && strings.HasSuffix(url, "/metrics") && !strings.Contains(string(body), "go_goroutines") {
+			t.Errorf("%s is not the exposition", url)
+		}
+	}
 }
