@@ -58,6 +58,10 @@ func TestHelpNeverShowsSecrets(t *testing.T) {
 	if !strings.Contains(stdout, "postgres://helpdesk:xxxxx@db.example.com/helpdesk") {
 		t.Errorf("the database URL is not shown with its password masked:\n%s", stdout)
 	}
+	_, stdout, _ = runCmd(t, map[string]string{"DATABASE_URL": "host=db user=helpdesk password='dsn password 8' dbname=x"}, "migrate", "--help")
+	if strings.Contains(stdout, "dsn password 8") || !strings.Contains(stdout, "password=xxxxx") {
+		t.Errorf("a key=value DATABASE_URL shows its password:\n%s", stdout)
+	}
 	// A refused value is named without its secret too.
 	_, _, stderr := runCmd(t, map[string]string{"DATABASE_URL": "mysql://root:db-password-7@db/x"}, "migrate")
 	if strings.Contains(stderr, "db-password-7") || !strings.Contains(stderr, "DATABASE_URL") {

@@ -47,6 +47,9 @@ func (s *setting) fail(want string) error {
 // secretName matches the settings whose values are secrets.
 var secretName = regexp.MustCompile(`(?i)(key|secret|password|token)`)
 
+// dsnPassword is the password of a key=value connection string.
+var dsnPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
 // masked is a setting's value fit to print: a URL's password and a
 // secret's whole value are replaced.
 func masked(name, value string) string {
@@ -55,6 +58,9 @@ func masked(name, value string) string {
 	}
 	if secretName.MatchString(name) {
 		return "********"
+	}
+	if dsnPassword.MatchString(value) { // host=… password=… dbname=…
+		return dsnPassword.ReplaceAllString(value, "${1}xxxxx")
 	}
 	if u, err := url.Parse(value); err == nil && u.User != nil {
 		if _, has := u.User.Password(); has {
