@@ -178,3 +178,30 @@ func TestMetricsOnAListenerOfTheirOwn(t *testing.T) {
 		}
 	}
 }
+
+func TestProfilesOnlyWhenAskedAndOnLoopback(t *testing.T) {
+	t.Parallel()
+	if code, _, stderr := runCmd(t, map[string]string{"DATABASE_URL": "postgres://db/x", "HELPDESK_PPROF_ADDR": "0.0.0.0:6060"}, "serve"); code != 2 ||
+		!strings.Contains(stderr, "HELPDESK_PPROF_ADDR") {
+		t.Errorf("a public pprof address: exit %d, %q", code, stderr)
+	}
+	dbURL := migratedURL(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pprofAddr := ln.Addr().String()
+	ln.Close()
+	addr, _ := startServe(t, map[string]string{"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_PPROF_ADDR": pprofAddr})
+	for url, want := range map[string]int{"http://" + pprofAddr + "/debug/pprof/": 200, "http://" + pprofAddr + "/debug/pprof/goroutine?debug=1": 200,
+		"http://" + addr + "/debug/pprof/": 404} {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: %d, want %d", url, resp.StatusCode, want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,6 +37,7 @@ type serveConfig struct {
 	DatabaseURL       string
 	HTTPAddr          string
 	MetricsAddr       string        // empty: /metrics on the HTTP listener
+	PprofAddr         string        // empty: no profiling endpoints
 	MetricsInterval   time.Duration // how often the jobs are counted for the metrics
 	ProviderURL       string        // empty: start the simulator in-process
 	ProviderKey       string
@@ -137,6 +139,7 @@ func parseServeConfig(args []string, getenv func(string) string, stdout, stderr 
 	role := fs.setting("role", "HELPDESK_ROLE", "all", "all: the API, inbound mail and the workers; api: the API and inbound mail, which queue jobs and work none; worker: the workers, with only /healthz, /readyz and /metrics over HTTP")
 	addr := fs.setting("http-addr", "HELPDESK_HTTP_ADDR", "127.0.0.1:8080", "address of the API (of /healthz, /readyz and /metrics for a worker)")
 	metricsAddr := fs.setting("metrics-addr", "HELPDESK_METRICS_ADDR", "", "a listener of its own for /metrics; unset: /metrics on HELPDESK_HTTP_ADDR")
+	pprofAddr := fs.setting("pprof-addr", "HELPDESK_PPROF_ADDR", "", "a listener for net/http/pprof (/debug/pprof/), on a loopback address; unset: none")
 	metricsInterval := fs.setting("metrics-interval", "HELPDESK_METRICS_INTERVAL", "15s", "how often jobs are counted by kind and state for /metrics")
 	providerURL := fs.setting("provider-url", "HELPDESK_PROVIDER_URL", "", "base URL of an OpenAI-compatible provider; unset: the in-process simulator")
 	providerKey := fs.setting("provider-key", "HELPDESK_PROVIDER_KEY", "", "bearer key for the provider")
@@ -240,6 +243,11 @@ func parseServeConfig(args []string, getenv func(string) string, stdout, stderr 
 	}
 	if metricsAddr.val != "" {
 		cfg.MetricsAddr, err = metricsAddr.hostPort()
+		e.keep(err)
+	}
+	if pprofAddr.val != "" {
+		// Profiles show memory and code paths: never on a public address.
+		cfg.PprofAddr, err = pprofAddr.loopbackAddr()
 		e.keep(err)
 	}
 	cfg.AttachmentMax = int64(positiveInt(&e, attachmentMax))
@@ -470,6 +478,9 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 			return nil, fmt.Errorf("listen on %s %s: %w", what, addr, err)
 		}
 		srv := newHTTPServer(cfg, h)
+		if what == "HELPDESK_PPROF_ADDR" {
+			srv.WriteTimeout = 0 // a CPU profile streams for as long as it was asked to run
+		}
 		servers = append(servers, srv)
 		go func() { serveErr <- srv.Serve(ln) }()
 		return ln.Addr(), nil
@@ -495,6 +506,13 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 			return err
 		}
 		logger.Info("serving metrics", slog.String("addr", "http://"+addr.String()+"/metrics"))
+	}
+	if cfg.PprofAddr != "" {
+		addr, err := listen("HELPDESK_PPROF_ADDR", cfg.PprofAddr, pprofMux())
+		if err != nil {
+			return err
+		}
+		logger.Info("serving profiles", slog.String("addr", "http://"+addr.String()+"/debug/pprof/"))
 	}
 	gaugesCtx, stopGauges := context.WithCancel(ctx)
 	defer stopGauges()
@@ -553,6 +571,17 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		return fmt.Errorf("http: %w", listenErr)
 	}
 	return nil
+}
+
+// pprofMux serves net/http/pprof's handlers, for HELPDESK_PPROF_ADDR.
+func pprofMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // metricsMux serves /metrics alone, for HELPDESK_METRICS_ADDR.
