@@ -122,7 +122,7 @@ func newWorld(t *testing.T) *world {
 // crashed process's jobs come back within seconds.
 func (w *world) env(overrides map[string]string) []string {
 	vars := map[string]string{
-		"DATABASE_URL":                w.dbURL,
+		"DATABASE_URL":                w.dbURL + "&pool_max_conns=10", // several processes, several worlds, one server's 100 connections
 		"HELPDESK_HTTP_ADDR":          "127.0.0.1:0",
 		"HELPDESK_PROVIDER_URL":       w.sim.URL,
 		"HELPDESK_PROVIDER_TIMEOUT":   "5s",

@@ -106,6 +106,9 @@ func TestQuotaPacing(t *testing.T) {
 		if err := b.Sim.Set(settings); err != nil {
 			t.Fatal(err)
 		}
+		// Before the first answers tell the quota, every worker may call at
+		// once: 10 of them, as the test's 10% allows for that first wave.
+		b.Config.TriageWorkers = 10
 		q := b.StartQueue(t)
 		var jobIDs []int64
 		for i := range 30 {

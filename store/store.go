@@ -31,6 +31,9 @@ func New(db DBTX) *Store {
 	return &Store{db: db}
 }
 
+// DefaultMaxConns is the pool's size unless DATABASE_URL names one.
+const DefaultMaxConns = 40
+
 // DefaultConnectTimeout bounds a connection to PostgreSQL when the caller
 // names no other bound.
 const DefaultConnectTimeout = 10 * time.Second
@@ -49,6 +52,11 @@ func Open(ctx context.Context, url string, connectTimeout time.Duration) (*pgxpo
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	config.ConnConfig.ConnectTimeout = connectTimeout
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgxpool's default, the number of CPUs (at least 4), starves 50
+		// triage and 20 email workers and the API; ?pool_max_conns=N sets it.
+		config.MaxConns = DefaultMaxConns
+	}
 	name := fmt.Sprintf("%s@%s:%d/%s", config.ConnConfig.User, config.ConnConfig.Host, config.ConnConfig.Port, config.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {

@@ -147,7 +147,7 @@ func parseServeConfig(args []string, getenv func(string) string, stdout, stderr 
 	retryBase := fs.setting("retry-base", "HELPDESK_RETRY_BASE", "2s", "longest wait after a triage job's first failure")
 	retryCap := fs.setting("retry-cap", "HELPDESK_RETRY_CAP", "60s", "longest wait after any failure")
 	maxAttempts := fs.setting("triage-max-attempts", "HELPDESK_TRIAGE_MAX_ATTEMPTS", "5", "attempts before a triage job becomes a dead letter")
-	triageWorkers := fs.setting("triage-workers", "HELPDESK_TRIAGE_WORKERS", "10", "triage jobs worked at once by this process")
+	triageWorkers := fs.setting("triage-workers", "HELPDESK_TRIAGE_WORKERS", "50", "triage jobs worked at once by this process (they mostly wait on the provider)")
 	emailWorkers := fs.setting("email-workers", "HELPDESK_EMAIL_WORKERS", "20", "email jobs worked at once by this process, on a queue of their own")
 	grace := fs.setting("shutdown-grace", "HELPDESK_SHUTDOWN_GRACE", "30s", "how long running jobs may take to finish on shutdown")
 	keep := fs.setting("idempotency-retention", "HELPDESK_IDEMPOTENCY_RETENTION", "24h", "how long an Idempotency-Key replays its first answer")

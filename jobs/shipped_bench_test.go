@@ -1,0 +1,140 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"helpdesk/jobs"
+	"helpdesk/jobs/jobstest"
+	"helpdesk/store"
+)
+
+// settledCommits reads the database's committed transactions so far,
+// after PostgreSQL 15's backends had the time to flush their counts (an
+// idle backend flushes within 10 s).
+func settledCommits(tb testing.TB, pool *pgxpool.Pool) int64 {
+	tb.Helper()
+	time.Sleep(11 * time.Second)
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// bareCommitRate is the commit-bound baseline: one-row INSERTs, each its
+// own transaction, from 16 connections at once.
+func bareCommitRate(tb testing.TB, pool *pgxpool.Pool, n int) float64 {
+	tb.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_commits (id bigserial PRIMARY KEY, n int NOT NULL)`); err != nil {
+		tb.Fatal(err)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				if _, err := pool.Exec(ctx, `INSERT INTO bench_commits (n) VALUES ($1)`, i); err != nil {
+					tb.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n) / time.Since(begin).Seconds()
+}
+
+// BenchmarkTriageAsShipped runs triage with serve's defaults (workers,
+// fetch settings: the queue's zero Config), the simulator answering at
+// once, and reports tickets/s, the transactions committed per ticket
+// (pg_stat_database.xact_commit), the commit-bound ceiling (bare one-row
+// INSERT commits/s at 16 connections ÷ transactions per ticket) and the
+// ratio of the two. Tuned is the same with a 1 ms cooldown; Before, with
+// what serve shipped before (10 workers, River's 100 ms cooldown).
+func BenchmarkTriageAsShipped(b *testing.B) {
+	run := func(b *testing.B, tune func(*jobs.Config)) {
+		bundle := jobstest.Setup(b)
+		bundle.Config.FetchPollInterval = 0 // serve's default: River's
+		if tune != nil {
+			tune(&bundle.Config)
+		}
+		q := bundle.NewQueue(b)
+		if _, err := bundle.Store.InsertCustomer(bundle.Ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "c1@example.com", Name: "Bench"}); err != nil {
+			b.Fatal(err)
+		}
+		n := max(b.N, 1000)
+		err := pgx.BeginFunc(bundle.Ctx, bundle.Pool, func(tx pgx.Tx) error {
+			for i := range n {
+				ticket, err := store.New(tx).InsertTicket(bundle.Ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: fmt.Sprintf("Charge %d", i)})
+				if err != nil {
+					return err
+				}
+				if _, err := store.New(tx).InsertMessage(bundle.Ctx, &store.InsertMessageParams{
+					TicketID: ticket.ID, Direction: store.DirectionInbound, Author: "customer:C-0001",
+					Body: "My card was charged twice for the same invoice; please refund one of them.",
+				}); err != nil {
+					return err
+				}
+				if _, err := q.EnqueueTriageTx(bundle.Ctx, tx, ticket.ID); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := settledCommits(b, bundle.Pool)
+		b.ResetTimer()
+		begin := time.Now()
+		if err := q.Start(bundle.Ctx); err != nil {
+			b.Fatal(err)
+		}
+		polls := 0
+		for {
+			polls++
+			var done int
+			if err := bundle.Pool.QueryRow(bundle.Ctx, `SELECT count(*) FROM river_job WHERE state = 'completed' AND kind = 'triage'`).Scan(&done); err != nil {
+				b.Fatal(err)
+			}
+			if done >= n {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		elapsed := time.Since(begin)
+		b.StopTimer()
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = q.Stop(stopCtx)
+		// The polls above commit too, and so does a read of the count: leave them out.
+		perTicket := float64(settledCommits(b, bundle.Pool)-before-int64(polls)-1) / float64(n)
+		rate := float64(n) / elapsed.Seconds()
+		bare := bareCommitRate(b, bundle.Pool, 4000)
+		ceiling := bare / perTicket
+		b.ReportMetric(rate, "tickets/s")
+		b.ReportMetric(perTicket, "tx/ticket")
+		b.ReportMetric(ceiling, "ceiling_tickets/s")
+		b.ReportMetric(rate/ceiling, "ratio")
+	}
+	b.Run("Shipped", func(b *testing.B) { run(b, nil) })
+	// What serve shipped before: 10 workers and River's 100 ms cooldown.
+	b.Run("Before10Workers100msCooldown", func(b *testing.B) {
+		run(b, func(c *jobs.Config) { c.TriageWorkers, c.FetchCooldown = 10, 100*time.Millisecond })
+	})
+	b.Run("Tuned50Workers1msCooldown", func(b *testing.B) {
+		run(b, func(c *jobs.Config) { c.TriageWorkers, c.FetchCooldown = 50, time.Millisecond })
+	})
+}
