@@ -55,6 +55,19 @@ func TestMailSettings(t *testing.T) {
 		}
 	})
 
+	t.Run("TheTemplateMayBeTheTextItself", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := parseServeConfig(nil, envOf(with(map[string]string{"HELPDESK_ACK_TEMPLATE": "We got it: {{.TicketID}}."})), io.Discard, io.Discard)
+		if err != nil || cfg.Ack.Template == nil {
+			t.Fatalf("ack %+v, %v", cfg.Ack, err)
+		}
+		var b strings.Builder
+		_ = cfg.Ack.Template.Execute(&b, map[string]string{"TicketID": "T-1"})
+		if b.String() != "We got it: T-1." {
+			t.Errorf("template wrote %q", b.String())
+		}
+	})
+
 	bad := filepath.Join(t.TempDir(), "bad.txt")
 	if err := os.WriteFile(bad, []byte("Ticket {{.Ticket}}"), 0o600); err != nil {
 		t.Fatal(err)

@@ -168,7 +168,7 @@ func parseServeConfig(args []string, getenv func(string) string, stdout, stderr 
 	attachmentMax := attachmentMaxSetting(fs)
 	ack := fs.setting("ack", "HELPDESK_ACK", "1", "1: acknowledge each new ticket of a customer by mail (RFC 3834 auto-reply); 0: no acknowledgements")
 	ackMax := fs.setting("ack-max-per-day", "HELPDESK_ACK_MAX_PER_DAY", "3", "acknowledgements to one address in 24 hours, at most")
-	ackTemplate := fs.setting("ack-template", "HELPDESK_ACK_TEMPLATE", "", "file of the acknowledgement's text, a Go text/template given .TicketID, .Subject, .CustomerName, .CustomerEmail; unset: a built-in text")
+	ackTemplate := fs.setting("ack-template", "HELPDESK_ACK_TEMPLATE", "", "the acknowledgement's text, a Go text/template given .TicketID, .Subject, .CustomerName, .CustomerEmail: a file's path, or the text itself; unset: a built-in text")
 	captureDir := fs.setting("capture-dir", "HELPDESK_CAPTURE_DIR", "captured-mail", "without HELPDESK_SMTP_URL, mail is captured, not sent, in this Maildir folder")
 	smtpTimeout := fs.setting("smtp-timeout", "HELPDESK_SMTP_TIMEOUT", "1m", "deadline of each SMTP phase")
 	breakerFailures := fs.setting("breaker-failures", "HELPDESK_BREAKER_FAILURES", "10", "provider failures in a row (5xx, timeouts, no connection) that open the circuit breaker")
@@ -255,12 +255,20 @@ func parseServeConfig(args []string, getenv func(string) string, stdout, stderr 
 	case "0":
 	case "1":
 		cfg.Ack = &desk.AckConfig{MaxPerDay: positiveInt(&e, ackMax)}
-		if ackTemplate.val != "" {
-			text, err := os.ReadFile(ackTemplate.val)
-			if err != nil {
-				e.keep(ackTemplate.fail("a readable file: " + err.Error()))
-			} else if cfg.Ack.Template, err = desk.ParseAckTemplate(string(text)); err != nil {
-				e.keep(ackTemplate.fail("a Go text/template: " + err.Error()))
+		if v := ackTemplate.val; v != "" {
+			// A value with a template action or a line break is the text
+			// itself; anything else names a file.
+			text, readErr := []byte(v), error(nil)
+			if !strings.Contains(v, "{{") && !strings.Contains(v, "\n") {
+				if text, readErr = os.ReadFile(v); readErr != nil {
+					e.keep(ackTemplate.fail("a readable file, or the template's text: " + readErr.Error()))
+				}
+			}
+			if readErr == nil {
+				var parseErr error
+				if cfg.Ack.Template, parseErr = desk.ParseAckTemplate(string(text)); parseErr != nil {
+					e.keep(ackTemplate.fail("a Go text/template: " + parseErr.Error()))
+				}
 			}
 		}
 	default:
