@@ -86,19 +86,27 @@ type stepResult struct {
 
 // Work runs the steps the job has no result for yet.
 func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) error {
-	st := store.New(w.pool)
-	ticket, err := st.GetTicket(ctx, job.Args.TicketID)
+	// Everything the steps read, in one read-only transaction: one commit
+	// where six reads each made one.
+	var (
+		done []string
+		pt   *provider.Ticket
+	)
+	err := pgx.BeginTxFunc(ctx, w.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		st := store.New(tx)
+		ticket, err := st.GetTicket(ctx, job.Args.TicketID)
+		if err != nil {
+			return err
+		}
+		if done, err = st.AIRunTasks(ctx, job.ID); err != nil {
+			return err
+		}
+		pt, err = w.groundTicket(ctx, st, ticket)
+		return err
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return river.JobCancel(fmt.Errorf("TicketNotFound: ticket %s does not exist", job.Args.TicketID))
 	}
-	if err != nil {
-		return err
-	}
-	done, err := st.AIRunTasks(ctx, job.ID)
-	if err != nil {
-		return err
-	}
-	pt, err := w.groundTicket(ctx, st, ticket)
 	if err != nil {
 		return err
 	}
