@@ -266,42 +266,50 @@ func (w *EmailWorker) giveUp(ctx context.Context, em *store.OutboundEmail, age t
 // render builds the mail from the stored message and its ticket and keeps
 // the bytes; if another delivery of the job kept some first, those win.
 func (w *EmailWorker) render(ctx context.Context, em *store.OutboundEmail) (*store.OutboundEmail, error) {
-	st := store.New(w.pool)
-	msg, err := st.GetMessage(ctx, em.MessageID)
-	if err != nil {
-		return nil, err
-	}
-	ticket, err := st.GetTicket(ctx, msg.TicketID)
-	if err != nil {
-		return nil, err
-	}
-	customer, err := st.GetCustomer(ctx, ticket.CustomerID)
-	if err != nil {
-		return nil, err
-	}
-	thread, err := st.ReplyThread(ctx, msg)
-	if err != nil {
-		return nil, err
-	}
 	from, err := mail.ParseAddress(em.FromAddress)
 	if err != nil {
 		return nil, w.unsendable(ctx, em, fmt.Errorf("From: %w", err))
 	}
-	out := &mail.Outgoing{
-		From: from, Subject: ticket.Subject, TicketID: ticket.ID, Date: msg.CreatedAt,
-		MessageID: *msg.EmailMessageID, InReplyTo: thread.Parent, References: mail.References(thread.Earlier),
-		ThreadRoot: thread.Root, ThreadStart: ticket.CreatedAt,
-	}
-	if out.Body, out.HTML, err = replyBodies(ctx, st, msg, customer); err != nil {
-		return nil, err
-	}
-	files, err := st.MessageAttachmentFiles(ctx, msg.ID)
+	// Everything the mail is made of, read in one read-only transaction.
+	var (
+		ticket   *store.Ticket
+		customer *store.Customer
+		out      *mail.Outgoing
+	)
+	err = pgx.BeginTxFunc(ctx, w.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		st := store.New(tx)
+		msg, err := st.GetMessage(ctx, em.MessageID)
+		if err != nil {
+			return err
+		}
+		if ticket, err = st.GetTicket(ctx, msg.TicketID); err != nil {
+			return err
+		}
+		if customer, err = st.GetCustomer(ctx, ticket.CustomerID); err != nil {
+			return err
+		}
+		thread, err := st.ReplyThread(ctx, msg)
+		if err != nil {
+			return err
+		}
+		out = &mail.Outgoing{
+			From: from, Subject: ticket.Subject, TicketID: ticket.ID, Date: msg.CreatedAt,
+			MessageID: *msg.EmailMessageID, InReplyTo: thread.Parent, References: mail.References(thread.Earlier),
+			ThreadRoot: thread.Root, ThreadStart: ticket.CreatedAt,
+		}
+		if out.Body, out.HTML, err = replyBodies(ctx, st, msg, customer); err != nil {
+			return err
+		}
+		files, err := st.MessageAttachmentFiles(ctx, msg.ID)
+		for _, f := range files {
+			out.Attachments = append(out.Attachments, &mail.File{Name: f.Filename, ContentType: f.ContentType, Content: f.Content})
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range files {
-		out.Attachments = append(out.Attachments, &mail.File{Name: f.Filename, ContentType: f.ContentType, Content: f.Content})
-	}
+	st := store.New(w.pool)
 	// Answers come back to the ticket's plus-address (matched on the way
 	// in), so a client that drops In-Reply-To still threads.
 	if local, domain, ok := strings.Cut(from.Address, "@"); ok {
