@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -52,19 +51,7 @@ type providerGate struct {
 	breaker BreakerConfig
 	lease   time.Duration // how long a probe may take: one call
 	logger  *slog.Logger
-
-	// freeUntil (Unix nanoseconds): until then, the provider's row said
-	// "closed breaker, no pace to keep" so recently that calls go without
-	// reading it again. Anything this process learns of a failure or a
-	// quota ends it at once; another process's news arrives within
-	// freeFor.
-	freeUntil atomic.Int64
 }
-
-// freeFor is how long a reading of a free provider is trusted: with 50
-// workers calling, it saves a read per call for a delay no breaker or
-// pace can tell from the time a call takes.
-const freeFor = 100 * time.Millisecond
 
 // pass is a call allowed through the gate.
 type pass struct {
@@ -75,16 +62,17 @@ type pass struct {
 // enter returns a pass for one call, after waiting for its turn; or,
 // when the breaker is open or the turn is far off, how long the job should
 // wait without calling.
-func (g *providerGate) enter(ctx context.Context) (*pass, time.Duration, error) {
-	if time.Now().UnixNano() < g.freeUntil.Load() {
+//
+// free says the caller read the provider's row free (closed breaker, no
+// pace) just before, in a transaction of its own work (ProviderFree):
+// then the call goes without another read.
+func (g *providerGate) enter(ctx context.Context, free bool) (*pass, time.Duration, error) {
+	if free {
 		return &pass{gate: &store.ProviderGate{State: store.BreakerClosed, Slot: time.Now(), Reserved: true}}, 0, nil
 	}
 	gate, err := store.New(g.pool).EnterProvider(ctx, g.name, g.lease, paceMaxWait)
 	if err != nil {
 		return nil, 0, err
-	}
-	if gate.State == store.BreakerClosed && gate.Failures == 0 && gate.CallInterval == 0 && gate.Reserved && !gate.Probe && !gate.Slot.After(time.Now()) {
-		g.freeUntil.Store(time.Now().Add(freeFor).UnixNano())
 	}
 	switch {
 	case gate.State == store.BreakerOpen && !gate.Probe:
@@ -132,7 +120,6 @@ func (g *providerGate) after(ctx context.Context, p *pass, call provider.Call, c
 	if !changesPace && !changesBreaker {
 		return p.gate.State, nil // the common case writes nothing
 	}
-	g.freeUntil.Store(0) // what follows changes the row: read it again
 	var opened, closed bool
 	row, err := store.New(g.pool).UpdateProvider(ctx, g.name, func(r *store.Provider) {
 		if quota != nil {

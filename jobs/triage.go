@@ -91,6 +91,7 @@ func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) err
 	var (
 		done []string
 		pt   *provider.Ticket
+		free bool // the provider's row, read with the rest, lets the first call go
 	)
 	err := pgx.BeginTxFunc(ctx, w.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		st := store.New(tx)
@@ -101,7 +102,10 @@ func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) err
 		if done, err = st.AIRunTasks(ctx, job.ID); err != nil {
 			return err
 		}
-		pt, err = w.groundTicket(ctx, st, ticket)
+		if pt, err = w.groundTicket(ctx, st, ticket); err != nil {
+			return err
+		}
+		free, err = st.ProviderFree(ctx, w.gate.name)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -117,7 +121,8 @@ func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) err
 		}
 		// The breaker and the quota's pace, shared by every process: a
 		// job that may not call now waits without spending an attempt.
-		pass, wait, err := w.gate.enter(ctx)
+		pass, wait, err := w.gate.enter(ctx, free)
+		free = false
 		if err != nil {
 			return err
 		}
@@ -147,7 +152,7 @@ func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) err
 			return w.failure(ctx, job, task, err)
 		}
 		last := i == len(TriageTasks)-1
-		if err := w.save(ctx, job, task, result, last); err != nil {
+		if free, err = w.save(ctx, job, task, result, last); err != nil {
 			return err
 		}
 		if w.afterSave != nil {
@@ -208,8 +213,11 @@ func jitter(b Backoff, wait time.Duration) time.Duration {
 // nothing and the ticket is left as that delivery set it. The last step
 // completes the job in the same transaction, so a job can never have all its
 // results saved and still be running.
-func (w *TriageWorker) save(ctx context.Context, job *river.Job[TriageArgs], task string, r stepResult, last bool) error {
-	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+//
+// Before the next step, it reads in the same transaction whether the
+// provider is free, so that the next call needs no read of its own.
+func (w *TriageWorker) save(ctx context.Context, job *river.Job[TriageArgs], task string, r stepResult, last bool) (free bool, err error) {
+	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		st := store.New(tx)
 		inserted, err := st.InsertAIRun(ctx, &store.InsertAIRunParams{
 			JobID:            job.ID,
@@ -247,13 +255,15 @@ func (w *TriageWorker) save(ctx context.Context, job *river.Job[TriageArgs], tas
 			if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 				return fmt.Errorf("complete job %d: %w", job.ID, err)
 			}
+			return nil
 		}
-		return nil
+		free, err = st.ProviderFree(ctx, w.gate.name)
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("save %s of job %d: %w", task, job.ID, err)
+		return false, fmt.Errorf("save %s of job %d: %w", task, job.ID, err)
 	}
-	return nil
+	return free, nil
 }
 
 // failure turns a provider error into River's control flow: snooze on "slow

@@ -91,6 +91,21 @@ type ProviderGate struct {
 	CallInterval          time.Duration
 }
 
+// ProviderFree reports, with a plain read, whether a call may go now
+// without anything to reserve: the breaker closed and no pace to keep.
+// It is the common case, and read inside the transactions a job makes
+// anyway, it costs no transaction of its own. A provider never called is
+// not free: its row is made by EnterProvider.
+func (s *Store) ProviderFree(ctx context.Context, provider string) (bool, error) {
+	var free bool
+	err := s.db.QueryRow(ctx, `SELECT state = 'closed' AND call_interval = '0' AND blocked_until <= now() AND next_call_at <= now()
+		FROM providers WHERE provider = $1`, provider).Scan(&free)
+	if err != nil && !errors.Is(interpretError(err), ErrNotFound) {
+		return false, fmt.Errorf("provider %s: %w", provider, err)
+	}
+	return free, nil
+}
+
 // EnterProvider decides, in one statement on the provider's row, whether a
 // call may be made: with the breaker closed, or as the one probe of an
 // open breaker whose interval has passed; and when, so that calls from
@@ -101,14 +116,12 @@ func (s *Store) EnterProvider(ctx context.Context, provider string, lease, maxWa
 	// The common case, a closed breaker and no pace to keep, is a plain
 	// read: every worker of every process calls through one row, and
 	// locking it for each call would make it the bottleneck.
-	var free bool
-	err := s.db.QueryRow(ctx, `SELECT state = 'closed' AND call_interval = '0' AND blocked_until <= now() AND next_call_at <= now()
-		FROM providers WHERE provider = $1`, provider).Scan(&free)
-	if err == nil && free {
-		return &ProviderGate{State: BreakerClosed, Slot: time.Now(), Reserved: true}, nil
+	free, err := s.ProviderFree(ctx, provider)
+	if err != nil {
+		return nil, err
 	}
-	if err != nil && !errors.Is(interpretError(err), ErrNotFound) {
-		return nil, fmt.Errorf("enter provider %s: %w", provider, err)
+	if free {
+		return &ProviderGate{State: BreakerClosed, Slot: time.Now(), Reserved: true}, nil
 	}
 	g := &ProviderGate{}
 	var nextProbe, probeUntil *time.Time
