@@ -118,22 +118,30 @@ func (d *Desk) writeAckTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, c *st
 	out := &mail.Outgoing{From: d.config.From, To: []*mail.Address{to}, Subject: t.Subject, TicketID: t.ID, Date: msg.CreatedAt,
 		MessageID: id, InReplyTo: root, References: []string{root}, ThreadRoot: root, ThreadStart: t.CreatedAt,
 		Body: text, AutoReply: true, ReplyTo: d.plusAddress(t.ID)}
-	raw, err := out.Render()
-	if err != nil {
+	if err := d.queueRenderedTx(ctx, st, msg.ID, out, store.Recipient{Address: to.Address, Name: to.Name, Kind: "to"}); err != nil {
 		return fmt.Errorf("acknowledgement of %s: %w", t.ID, err)
-	}
-	if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{MessageID: msg.ID, FromAddress: d.config.From.String(),
-		Recipients: []store.Recipient{{Address: to.Address, Name: to.Name, Kind: "to"}}}); err != nil {
-		return err
-	}
-	if _, err := st.SaveRendered(ctx, msg.ID, out.InReplyTo, out.References, raw); err != nil {
-		return err
 	}
 	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, msg.ID, t.ID)
 	if err != nil {
 		return err
 	}
 	return st.SetOutboundJob(ctx, msg.ID, jobID)
+}
+
+// queueRenderedTx renders a mail the service writes (not an agent's
+// reply, which the email job renders) and stores its delivery with the
+// bytes, before any send.
+func (d *Desk) queueRenderedTx(ctx context.Context, st *store.Store, messageID int64, out *mail.Outgoing, to store.Recipient) error {
+	raw, err := out.Render()
+	if err != nil {
+		return err
+	}
+	if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{MessageID: messageID, FromAddress: d.config.From.String(),
+		Recipients: []store.Recipient{to}}); err != nil {
+		return err
+	}
+	_, err = st.SaveRendered(ctx, messageID, out.InReplyTo, out.References, raw)
+	return err
 }
 
 // plusAddress is the support address with the ticket in it, where a

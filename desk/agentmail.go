@@ -124,15 +124,7 @@ func (d *Desk) mailAgentTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, a *s
 	if d.config.ReplyAddresses != nil {
 		out.ReplyTo = &mail.Address{Name: d.config.From.Name, Address: d.config.ReplyAddresses.Sign(t.ID, a.Name)}
 	}
-	raw, err := out.Render()
-	if err != nil {
-		return err
-	}
-	if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{MessageID: msg.ID, FromAddress: d.config.From.String(),
-		Recipients: []store.Recipient{{Address: a.Email, Kind: "to"}}}); err != nil {
-		return err
-	}
-	if _, err := st.SaveRendered(ctx, msg.ID, out.InReplyTo, out.References, raw); err != nil {
+	if err := d.queueRenderedTx(ctx, st, msg.ID, out, store.Recipient{Address: a.Email, Kind: "to"}); err != nil {
 		return err
 	}
 	jobID, err := d.jobs.EnqueueNotifyTx(ctx, tx, msg.ID, t.ID)

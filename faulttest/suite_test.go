@@ -399,6 +399,21 @@ func messageID(raw []byte) string {
 	return ""
 }
 
+// killWhileBusy SIGKILLs the worker once jobs run, waits until every job
+// is done, and checks that every promise was kept for the tickets. It
+// returns how many jobs ran at the kill and how long the rest took.
+func (w *world) killWhileBusy(t *testing.T, victim *process, tickets int) (held int, settled time.Duration) {
+	t.Helper()
+	for w.count(t, `SELECT count(*) FROM river_job WHERE state = 'running'`) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	held = w.count(t, `SELECT count(*) FROM river_job WHERE state = 'running'`)
+	victim.kill(t)
+	settled = w.awaitSettled(t, 5*time.Minute)
+	w.requirePromisesKept(t, tickets)
+	return held, settled
+}
+
 func TestFaults(t *testing.T) {
 	t.Parallel()
 
@@ -409,16 +424,8 @@ func TestFaults(t *testing.T) {
 		a := w.start(t, "worker-a", nil)
 		w.start(t, "worker-b", nil)
 		w.ticketsWithReplies(t, a.url, tickets)
-
-		// Kill worker A while both are busy with the backlog.
-		for w.count(t, `SELECT count(*) FROM river_job WHERE state = 'running'`) == 0 {
-			time.Sleep(10 * time.Millisecond)
-		}
-		held := w.count(t, `SELECT count(*) FROM river_job WHERE state = 'running'`)
-		a.kill(t)
-		settled := w.awaitSettled(t, 5*time.Minute)
+		held, settled := w.killWhileBusy(t, a, tickets)
 		t.Logf("after SIGKILL of one worker (%d jobs running at that moment), every job finished within %s", held, settled.Round(100*time.Millisecond))
-		w.requirePromisesKept(t, tickets)
 		if n := w.count(t, `SELECT count(*) FROM river_job WHERE state = 'running' AND kind IN ('triage', 'email_outbound')`); n != 0 {
 			t.Errorf("%d jobs still running", n)
 		}
@@ -443,15 +450,8 @@ func TestFaults(t *testing.T) {
 			}
 		}
 		w.ticketsWithReplies(t, apiProcess.url, tickets)
-
-		for w.count(t, `SELECT count(*) FROM river_job WHERE state = 'running'`) == 0 {
-			time.Sleep(10 * time.Millisecond)
-		}
-		held := w.count(t, `SELECT count(*) FROM river_job WHERE state = 'running'`)
-		a.kill(t)
-		settled := w.awaitSettled(t, 5*time.Minute)
+		held, settled := w.killWhileBusy(t, a, tickets)
 		t.Logf("one API and two workers, one SIGKILLed with %d jobs running: every job finished within %s", held, settled.Round(100*time.Millisecond))
-		w.requirePromisesKept(t, tickets)
 		// The API process queued every job and sent no mail.
 		if log := apiProcess.logText(); strings.Contains(log, "email sent") {
 			t.Errorf("the API process worked jobs:\n%s", log)

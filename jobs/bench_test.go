@@ -3,7 +3,6 @@ package jobs_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
@@ -20,7 +19,6 @@ import (
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail/smtptest"
 	"helpdesk/metrics"
-	"helpdesk/store"
 )
 
 type noopArgs struct{}
@@ -64,30 +62,7 @@ func BenchmarkTriageThroughput(b *testing.B) {
 		bundle := jobstest.Setup(b)
 		bundle.Config.TriageWorkers, bundle.Config.FetchCooldown = workers, cooldown
 		q := bundle.NewQueue(b)
-		if _, err := bundle.Store.InsertCustomer(bundle.Ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "c1@example.com", Name: "Bench"}); err != nil {
-			b.Fatal(err)
-		}
-		err := pgx.BeginFunc(bundle.Ctx, bundle.Pool, func(tx pgx.Tx) error {
-			for i := range b.N {
-				ticket, err := store.New(tx).InsertTicket(bundle.Ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: fmt.Sprintf("Charge %d", i)})
-				if err != nil {
-					return err
-				}
-				if _, err := store.New(tx).InsertMessage(bundle.Ctx, &store.InsertMessageParams{
-					TicketID: ticket.ID, Direction: store.DirectionInbound, Author: "customer:C-0001",
-					Body: "My card was charged twice for the same invoice; please refund one of them.",
-				}); err != nil {
-					return err
-				}
-				if _, err := q.EnqueueTriageTx(bundle.Ctx, tx, ticket.ID); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
+		queueTickets(b, bundle, q, b.N)
 		runUntilCompleted(b, bundle.Pool, jobs.TriageArgs{}.Kind(), "tickets/s", b.N, q.Start, q.Stop)
 		if calls := bundle.Sim.TotalCalls(); calls != 3*b.N {
 			b.Errorf("provider calls = %d, want %d", calls, 3*b.N)

@@ -29,6 +29,36 @@ func settledCommits(tb testing.TB, pool *pgxpool.Pool) int64 {
 	return n
 }
 
+// queueTickets writes n tickets, each with a customer's message and its
+// triage job, in one transaction.
+func queueTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, n int) {
+	b.Helper()
+	if _, err := bundle.Store.InsertCustomer(bundle.Ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "c1@example.com", Name: "Bench"}); err != nil {
+		b.Fatal(err)
+	}
+	err := pgx.BeginFunc(bundle.Ctx, bundle.Pool, func(tx pgx.Tx) error {
+		for i := range n {
+			ticket, err := store.New(tx).InsertTicket(bundle.Ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: fmt.Sprintf("Charge %d", i)})
+			if err != nil {
+				return err
+			}
+			if _, err := store.New(tx).InsertMessage(bundle.Ctx, &store.InsertMessageParams{
+				TicketID: ticket.ID, Direction: store.DirectionInbound, Author: "customer:C-0001",
+				Body: "My card was charged twice for the same invoice; please refund one of them.",
+			}); err != nil {
+				return err
+			}
+			if _, err := q.EnqueueTriageTx(bundle.Ctx, tx, ticket.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
 // bareCommitRate is the commit-bound baseline: one-row INSERTs, each its
 // own transaction, from 16 connections at once.
 func bareCommitRate(tb testing.TB, pool *pgxpool.Pool, n int) float64 {
@@ -71,31 +101,8 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 			tune(&bundle.Config)
 		}
 		q := bundle.NewQueue(b)
-		if _, err := bundle.Store.InsertCustomer(bundle.Ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "c1@example.com", Name: "Bench"}); err != nil {
-			b.Fatal(err)
-		}
 		n := max(b.N, 1000)
-		err := pgx.BeginFunc(bundle.Ctx, bundle.Pool, func(tx pgx.Tx) error {
-			for i := range n {
-				ticket, err := store.New(tx).InsertTicket(bundle.Ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: fmt.Sprintf("Charge %d", i)})
-				if err != nil {
-					return err
-				}
-				if _, err := store.New(tx).InsertMessage(bundle.Ctx, &store.InsertMessageParams{
-					TicketID: ticket.ID, Direction: store.DirectionInbound, Author: "customer:C-0001",
-					Body: "My card was charged twice for the same invoice; please refund one of them.",
-				}); err != nil {
-					return err
-				}
-				if _, err := q.EnqueueTriageTx(bundle.Ctx, tx, ticket.ID); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
+		queueTickets(b, bundle, q, n)
 		before := settledCommits(b, bundle.Pool)
 		b.ResetTimer()
 		begin := time.Now()
