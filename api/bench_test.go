@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,7 +20,7 @@ import (
 func BenchmarkCreateTicket(b *testing.B) {
 	b.Run("BareInsertBaseline", func(b *testing.B) {
 		ib := setupIntake(b, 0)
-		measure(b, func(int64) error {
+		measure(b, 8, func(int64) error {
 			_, err := ib.Pool.Exec(ib.Ctx, `INSERT INTO tickets (customer_id, subject) VALUES ('C-0022', 'Late parcel')`)
 			return err
 		})
@@ -27,7 +28,19 @@ func BenchmarkCreateTicket(b *testing.B) {
 
 	b.Run("NewKeys", func(b *testing.B) {
 		ib := setupIntake(b, 0)
-		measure(b, func(i int64) error { return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("key-%d", i)) })
+		rate := measure(b, 8, func(i int64) error { return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("key-%d", i)) })
+		// The baseline in the same run: as many bare INSERTs from as many clients.
+		bare := bareInserts(b, ib, b.N, 16)
+		b.ReportMetric(bare, "baseline_req/s")
+		b.ReportMetric(rate/bare, "ratio")
+	})
+
+	// 100 clients at once (50 goroutines a core on this machine's two).
+	b.Run("NewKeys100Clients", func(b *testing.B) {
+		ib := setupIntake(b, 0)
+		measure(b, 100/runtime.GOMAXPROCS(0), func(i int64) error {
+			return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("key-%d", i))
+		})
 	})
 
 	b.Run("Replays", func(b *testing.B) {
@@ -36,11 +49,11 @@ func BenchmarkCreateTicket(b *testing.B) {
 		if err := ib.post(body, "the-key"); err != nil {
 			b.Fatal(err)
 		}
-		measure(b, func(int64) error { return ib.post(body, "the-key") })
+		measure(b, 8, func(int64) error { return ib.post(body, "the-key") })
 	})
 }
 
-var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 
 func (b *intakeBundle) post(body []byte, idemKey string) error {
 	req, _ := http.NewRequest(http.MethodPost, b.url+"/v1/tickets", bytes.NewReader(body))
@@ -57,14 +70,37 @@ func (b *intakeBundle) post(body []byte, idemKey string) error {
 	return nil
 }
 
-// measure runs op from 16 goroutines and reports req/s and p99 latency.
-func measure(b *testing.B, op func(i int64) error) {
+// bareInserts makes n one-row INSERTs into tickets from clients
+// goroutines and returns how many a second.
+func bareInserts(b *testing.B, ib *intakeBundle, n, clients int) float64 {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if _, err := ib.Pool.Exec(ib.Ctx, `INSERT INTO tickets (customer_id, subject) VALUES ('C-0022', 'Late parcel')`); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n) / time.Since(begin).Seconds()
+}
+
+// measure runs op from perCPU goroutines a CPU (8 on two cores: 16
+// clients) and reports req/s and p99 latency, and returns req/s.
+func measure(b *testing.B, perCPU int, op func(i int64) error) float64 {
 	var (
 		mu        sync.Mutex
 		latencies []time.Duration
 		seq       atomic.Int64
 	)
-	b.SetParallelism(8)
+	b.SetParallelism(perCPU)
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
@@ -84,8 +120,11 @@ func measure(b *testing.B, op func(i int64) error) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	slices.Sort(latencies)
-	if len(latencies) > 0 {
-		b.ReportMetric(float64(len(latencies))/elapsed.Seconds(), "req/s")
-		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+	if len(latencies) == 0 {
+		return 0
 	}
+	rate := float64(len(latencies)) / elapsed.Seconds()
+	b.ReportMetric(rate, "req/s")
+	b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+	return rate
 }
