@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"helpdesk/mail"
 	"helpdesk/store"
@@ -55,6 +56,9 @@ func ParseAckTemplate(text string) (*template.Template, error) {
 	return t, nil
 }
 
+// errUnsendableAck is an acknowledgement whose data makes no mail.
+var errUnsendableAck = errors.New("the acknowledgement cannot be made into a mail")
+
 // ackWindow is the time over which AckConfig.MaxPerDay counts.
 const ackWindow = 24 * time.Hour
 
@@ -85,15 +89,15 @@ func (d *Desk) acknowledgeTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, ro
 	}
 	var text strings.Builder
 	if err := d.config.Ack.Template.Execute(&text, AckData{TicketID: t.ID, Subject: t.Subject, CustomerName: c.Name, CustomerEmail: c.Email}); err != nil {
-		return fmt.Errorf("acknowledgement of %s: %w", t.ID, err)
+		return nil // tried at start with the same fields: never here; the ticket matters more than its acknowledgement
 	}
-	// A savepoint: without a relay the acknowledgement is dropped, and the
-	// ticket stays.
+	// A savepoint: without a relay, or with data no mail can carry, the
+	// acknowledgement is dropped, and the ticket stays.
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return err
 	}
-	if err := d.writeAckTx(ctx, sp, t, c, root, text.String()); errors.Is(err, ErrNoRelay) {
+	if err := d.writeAckTx(ctx, sp, t, c, root, text.String()); errors.Is(err, ErrNoRelay) || errors.Is(err, errUnsendableAck) {
 		return sp.Rollback(ctx)
 	} else if err != nil {
 		_ = sp.Rollback(ctx)
@@ -104,22 +108,26 @@ func (d *Desk) acknowledgeTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, ro
 
 func (d *Desk) writeAckTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, c *store.Customer, root, text string) error {
 	st := store.New(tx)
+	to, err := mail.ParseAddress(c.Email)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUnsendableAck, err)
+	}
+	to.Name = c.Name
 	id := mail.NewMessageID(d.config.MailDomain)
 	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: store.DirectionAcknowledgement,
 		Author: ActorSystem, Body: text, EmailMessageID: &id, AutoSubmitted: true})
 	if err != nil {
 		return err
 	}
-	to, err := mail.ParseAddress(c.Email)
-	if err != nil {
-		return nil // an address no mail can go to: nothing to acknowledge
-	}
-	to.Name = c.Name
 	out := &mail.Outgoing{From: d.config.From, To: []*mail.Address{to}, Subject: t.Subject, TicketID: t.ID, Date: msg.CreatedAt,
 		MessageID: id, InReplyTo: root, References: []string{root}, ThreadRoot: root, ThreadStart: t.CreatedAt,
 		Body: text, AutoReply: true, ReplyTo: d.plusAddress(t.ID)}
 	if err := d.queueRenderedTx(ctx, st, msg.ID, out, store.Recipient{Address: to.Address, Name: to.Name, Kind: "to"}); err != nil {
-		return fmt.Errorf("acknowledgement of %s: %w", t.ID, err)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) || store.Unavailable(err) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUnsendableAck, err) // the mail cannot be made: the ticket stays, unacknowledged
 	}
 	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, msg.ID, t.ID)
 	if err != nil {
