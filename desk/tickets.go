@@ -83,18 +83,16 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams)
 	if err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
-	if err := emit(ctx, st, EventTicketCreated, TicketCreated{TicketID: ticket.ID, CustomerID: ticket.CustomerID, Subject: ticket.Subject,
-		Status: ticket.Status, FollowUpOf: ticket.FollowUpOf, CreatedAt: ticket.CreatedAt}); err != nil {
-		return nil, 0, err
-	}
 	received := messageEvent(first)
 	received.Automatic = p.Automatic
-	if err := emit(ctx, st, EventMessageReceived, received); err != nil {
+	if err := st.InsertWebhookEvents(ctx, []store.NewWebhookEvent{
+		{Type: EventTicketCreated, Data: TicketCreated{TicketID: ticket.ID, CustomerID: ticket.CustomerID, Subject: ticket.Subject,
+			Status: ticket.Status, FollowUpOf: ticket.FollowUpOf, CreatedAt: ticket.CreatedAt}},
+		{Type: EventMessageReceived, Data: received},
+	}); err != nil {
 		return nil, 0, err
 	}
-	if err := st.CustomerWrote(ctx, ticket.ID); err != nil {
-		return nil, 0, err
-	}
+	// InsertTicket wrote last_customer_message_at: no CustomerWrote here.
 	if p.FollowUpOf != "" {
 		if err := st.InsertTicketEvent(ctx, ticket.ID, &store.TicketEvent{Actor: author, What: "follow_up", From: &p.FollowUpOf}); err != nil {
 			return nil, 0, err

@@ -70,10 +70,11 @@ func scanTicket(row pgx.Row) (*Ticket, error) {
 	return &t, nil
 }
 
-// InsertTicket opens a ticket and numbers it; an unknown customer is ErrConflict.
+// InsertTicket opens a ticket and numbers it, its first message from the
+// customer written now; an unknown customer is ErrConflict.
 func (s *Store) InsertTicket(ctx context.Context, p *InsertTicketParams) (*Ticket, error) {
 	t, err := scanTicket(s.db.QueryRow(ctx,
-		`INSERT INTO tickets (customer_id, subject, follow_up_of) VALUES ($1, $2, $3) RETURNING `+ticketColumns,
+		`INSERT INTO tickets (customer_id, subject, follow_up_of, last_customer_message_at) VALUES ($1, $2, $3, now()) RETURNING `+ticketColumns,
 		p.CustomerID, p.Subject, nullIfEmpty(p.FollowUpOf)))
 	if err != nil {
 		return nil, fmt.Errorf("insert ticket for %s: %w", p.CustomerID, err)

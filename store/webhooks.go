@@ -85,13 +85,31 @@ type WebhookEvent struct {
 // InsertWebhookEvent records an event in the caller's transaction, when an
 // endpoint subscribes to its type (else nothing is written).
 func (s *Store) InsertWebhookEvent(ctx context.Context, eventType string, data any) error {
-	payload, err := json.Marshal(data)
-	if err != nil {
-		return fmt.Errorf("webhook event %s: %w", eventType, err)
+	return s.InsertWebhookEvents(ctx, []NewWebhookEvent{{Type: eventType, Data: data}})
+}
+
+// NewWebhookEvent is an event to record.
+type NewWebhookEvent struct {
+	Type string
+	Data any // JSON-encodable
+}
+
+// InsertWebhookEvents records events, in order, in one statement: those
+// of a type some endpoint subscribes to.
+func (s *Store) InsertWebhookEvents(ctx context.Context, events []NewWebhookEvent) error {
+	types := make([]string, len(events))
+	payloads := make([]string, len(events))
+	for i, e := range events {
+		payload, err := json.Marshal(e.Data)
+		if err != nil {
+			return fmt.Errorf("webhook event %s: %w", e.Type, err)
+		}
+		types[i], payloads[i] = e.Type, string(payload)
 	}
 	if _, err := s.db.Exec(ctx, `INSERT INTO webhook_events (type, payload)
-		SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM webhooks WHERE $1 = ANY(events))`, eventType, payload); err != nil {
-		return fmt.Errorf("webhook event %s: %w", eventType, interpretError(err))
+		SELECT e.type, e.payload::jsonb FROM unnest($1::text[], $2::text[]) WITH ORDINALITY e(type, payload, n)
+		WHERE EXISTS (SELECT 1 FROM webhooks WHERE e.type = ANY(events)) ORDER BY e.n`, types, payloads); err != nil {
+		return fmt.Errorf("webhook events: %w", interpretError(err))
 	}
 	return nil
 }
