@@ -129,7 +129,10 @@ func runBurst(ctx context.Context, serverURL string, opts burstOptions, logger *
 		return nil, err
 	}
 	// serve's defaults, scaled: the backoff and the breaker's probes.
-	queue, err := jobs.New(pool, jobs.Config{Logger: logger, Provider: client, FetchPollInterval: opts.scaled(time.Second),
+	// Ten workers, as the lesson's service has: before the first answers
+	// tell the quota, every worker may call at once, and that first wave
+	// is what a time-scaled window feels most.
+	queue, err := jobs.New(pool, jobs.Config{Logger: logger, Provider: client, TriageWorkers: 10, FetchPollInterval: opts.scaled(time.Second),
 		TriageBackoff: jobs.Backoff{Base: opts.scaled(2 * time.Second), Cap: opts.scaled(time.Minute)},
 		Breaker:       jobs.BreakerConfig{ProbeMin: opts.scaled(5 * time.Second), ProbeMax: opts.scaled(2 * time.Minute)},
 	})
