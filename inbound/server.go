@@ -69,10 +69,12 @@ func NewServer(rc *Receiver, config ServerConfig) *Server {
 	s.MaxRecipients = config.MaxRecipients
 	s.ReadTimeout, s.WriteTimeout = config.Timeout, config.Timeout
 	// RFC 5322 §2.1.1 limits a line to 998 characters, but mail in the wild
-	// has longer header lines; they are read, and one past this limit gets
-	// 500 5.4.0 before the connection closes (go-smtp cannot go on reading
-	// the stream once a line broke its limit).
-	s.MaxLineLength = 64 << 10
+	// has longer header lines; up to maxLine they are read, and a message
+	// with a longer one gets 500 5.4.0 once it has been read whole, so the
+	// sender, still writing, reads the answer instead of a reset
+	// connection. Past readLine go-smtp gives up on the stream (it cannot
+	// go on reading once a line broke its limit) and the connection closes.
+	s.MaxLineLength = readLine
 	s.ErrorLog = slogPrinter{rc.logger}
 	return &Server{Server: s, config: config}
 }
@@ -123,6 +125,10 @@ func (s *session) Data(r io.Reader) error {
 		}
 		return err // go-smtp turns a too-large message into 552 5.3.4
 	}
+	if longestLine(buf.Bytes()) > maxLine {
+		metrics.InboundMessages.WithLabelValues("refused").Inc()
+		return errLineTooLong
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	_, err := s.rc.Receive(ctx, s.rcpts, buf.Bytes())
@@ -149,6 +155,26 @@ func (s *session) Data(r io.Reader) error {
 		s.rc.logger.Error("inbound mail not stored", slog.Any("error", err))
 		return errTryAgain
 	}
+}
+
+// The longest line a message may have, and the longest go-smtp reads.
+const (
+	maxLine  = 64 << 10
+	readLine = 1 << 20
+)
+
+// longestLine is the length of raw's longest line, its CRLF left out.
+func longestLine(raw []byte) int {
+	longest := 0
+	for len(raw) > 0 {
+		i := bytes.IndexByte(raw, '\n')
+		if i < 0 {
+			i = len(raw)
+		}
+		longest = max(longest, len(bytes.TrimSuffix(raw[:i], []byte("\r"))))
+		raw = raw[min(i+1, len(raw)):]
+	}
+	return longest
 }
 
 // contentFault tells an error that PostgreSQL raised about the data itself
