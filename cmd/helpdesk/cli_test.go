@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -155,14 +154,15 @@ func TestLogFormats(t *testing.T) {
 func TestMetricsOnAListenerOfTheirOwn(t *testing.T) {
 	t.Parallel()
 	dbURL := migratedURL(t)
-	// A free port for the metrics listener: taken and given back.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsAddr := ln.Addr().String()
-	ln.Close()
-	addr, _ := startServe(t, map[string]string{"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_METRICS_ADDR": metricsAddr})
+	var metricsAddr string
+	addr, _ := startServeWith(t, map[string]string{"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_METRICS_ADDR": "127.0.0.1:0"},
+		func(c *serveConfig) {
+			c.listening = func(what, a string) {
+				if what == "HELPDESK_METRICS_ADDR" {
+					metricsAddr = a // before serve reports ready: no race
+				}
+			}
+		})
 	for url, want := range map[string]int{"http://" + metricsAddr + "/metrics": 200, "http://" + addr + "/metrics": 404, "http://" + addr + "/healthz": 200} {
 		resp, err := http.Get(url)
 		if err != nil {
@@ -186,13 +186,15 @@ func TestProfilesOnlyWhenAskedAndOnLoopback(t *testing.T) {
 		t.Errorf("a public pprof address: exit %d, %q", code, stderr)
 	}
 	dbURL := migratedURL(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pprofAddr := ln.Addr().String()
-	ln.Close()
-	addr, _ := startServe(t, map[string]string{"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_PPROF_ADDR": pprofAddr})
+	var pprofAddr string
+	addr, _ := startServeWith(t, map[string]string{"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_PPROF_ADDR": "127.0.0.1:0"},
+		func(c *serveConfig) {
+			c.listening = func(what, a string) {
+				if what == "HELPDESK_PPROF_ADDR" {
+					pprofAddr = a
+				}
+			}
+		})
 	for url, want := range map[string]int{"http://" + pprofAddr + "/debug/pprof/": 200, "http://" + pprofAddr + "/debug/pprof/goroutine?debug=1": 200,
 		"http://" + addr + "/debug/pprof/": 404} {
 		resp, err := http.Get(url)

@@ -172,12 +172,21 @@ func openPool(t *testing.T, dbURL string) *pgxpool.Pool {
 // serve's result.
 func startServe(t *testing.T, env map[string]string) (addr string, stop func() error) {
 	t.Helper()
+	return startServeWith(t, env, nil)
+}
+
+// startServeWith is startServe with a change to the parsed configuration.
+func startServeWith(t *testing.T, env map[string]string, change func(*serveConfig)) (addr string, stop func() error) {
+	t.Helper()
 	if _, ok := env["HELPDESK_CAPTURE_DIR"]; !ok && env["HELPDESK_SMTP_URL"] == "" {
 		env["HELPDESK_CAPTURE_DIR"] = t.TempDir()
 	}
 	cfg, err := parseServeConfig(nil, envOf(env), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if change != nil {
+		change(&cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)

@@ -85,6 +85,11 @@ type serveConfig struct {
 	InboundDomains     []string
 	InboundTimeout     time.Duration // one message, from MAIL to the final reply
 	InboundMaxSessions int
+
+	// listening, if set, is told each listener's address as it listens
+	// (what is the variable that names it): for tests that listen on
+	// port 0.
+	listening func(what, addr string)
 }
 
 var mailDomainRE = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)+$`)
@@ -484,6 +489,9 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return nil, fmt.Errorf("listen on %s %s: %w", what, addr, err)
+		}
+		if cfg.listening != nil {
+			cfg.listening(what, ln.Addr().String())
 		}
 		srv := newHTTPServer(cfg, h)
 		if what == "HELPDESK_PPROF_ADDR" {
