@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -289,15 +288,16 @@ func TestServeReceivesMailWhenAnInboundAddressIsSet(t *testing.T) {
 		ID: "C-0001", Name: "Ada Lovelace", Email: "ada.lovelace@example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port for the inbound listener
-	if err != nil {
-		t.Fatal(err)
-	}
-	inboundAddr := ln.Addr().String()
-	ln.Close()
-	_, stop := startServe(t, map[string]string{
+	var inboundAddr string
+	_, stop := startServeWith(t, map[string]string{
 		"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_MAIL_DOMAIN": "helpdesk.example.com",
-		"HELPDESK_INBOUND_ADDR": inboundAddr, "HELPDESK_REPLY_SECRET": "a-test-secret-of-enough-length",
+		"HELPDESK_INBOUND_ADDR": "127.0.0.1:0", "HELPDESK_REPLY_SECRET": "a-test-secret-of-enough-length",
+	}, func(c *serveConfig) {
+		c.listening = func(what, addr string) {
+			if what == "HELPDESK_INBOUND_ADDR" {
+				inboundAddr = addr // told before serve is ready: no race
+			}
+		}
 	})
 
 	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "mail", "gmail_new_ticket.eml"))

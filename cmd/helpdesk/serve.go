@@ -543,6 +543,9 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		if err != nil {
 			return fmt.Errorf("listen on HELPDESK_INBOUND_ADDR %s: %w", cfg.InboundAddr, err)
 		}
+		if cfg.listening != nil {
+			cfg.listening("HELPDESK_INBOUND_ADDR", inboundLn.Addr().String())
+		}
 		go func() { _ = inboundServer.Serve(inboundLn) }()
 		defer inboundServer.Close()
 		logger.Info("receiving mail", slog.String("addr", inboundLn.Addr().String()), slog.Bool("lmtp", cfg.InboundLMTP),
