@@ -89,8 +89,7 @@ func New(config Config) *Server {
 	if config.Metrics {
 		s.routes = append(s.routes, "GET /metrics")
 		metricsHandler := metrics.Handler()
-		s.mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-			infoOf(r.Context()).route = "/metrics"
+		s.handle("/metrics", func(w http.ResponseWriter, r *http.Request) {
 			metricsHandler.ServeHTTP(w, r)
 		})
 	}
@@ -150,8 +149,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and 503 when it does not, without authentication.
 func (s *Server) probe(pattern string, check func(context.Context) error) {
 	s.routes = append(s.routes, "GET "+pattern)
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		infoOf(r.Context()).route = pattern
+	s.handle(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			s.writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
@@ -173,6 +171,15 @@ func (s *Server) probe(pattern string, check func(context.Context) error) {
 	})
 }
 
+// handle registers h on the mux under pattern, which the request's log
+// line and metrics then name as its route.
+func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		infoOf(r.Context()).route = pattern
+		h(w, r)
+	})
+}
+
 // handlerFunc serves an authenticated request and returns its error
 // instead of writing it.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, who Actor) error
@@ -184,9 +191,8 @@ func (s *Server) route(pattern string, byMethod map[string]handlerFunc) {
 	for m := range byMethod {
 		s.routes = append(s.routes, m+" "+pattern)
 	}
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	s.handle(pattern, func(w http.ResponseWriter, r *http.Request) {
 		info := infoOf(r.Context())
-		info.route = pattern
 		h, ok := byMethod[r.Method]
 		if !ok {
 			for m := range byMethod {

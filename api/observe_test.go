@@ -2,13 +2,10 @@ package api_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,31 +18,6 @@ import (
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 )
-
-// syncBuffer is a log destination that handlers write from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) lines() []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
 
 // scrape reads /metrics and parses the exposition as Prometheus does.
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
@@ -96,8 +68,8 @@ func TestMetricsAndRequestLogs(t *testing.T) {
 	t.Parallel()
 	b := jobstest.Setup(t)
 	b.WithSMTP(t)
-	var logs syncBuffer
-	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	var logs jobstest.LogBuffer
+	logger := logs.Logger()
 	q := b.StartQueue(t)
 	ab := serveAPIWith(t, b, q, api.Config{Metrics: true})
 	// serveAPIWith's server has the test logger; this one logs to logs.
@@ -136,7 +108,7 @@ func TestMetricsAndRequestLogs(t *testing.T) {
 
 	t.Run("OneLogLinePerRequest", func(t *testing.T) {
 		var got []map[string]any
-		for _, l := range logs.lines() {
+		for _, l := range logs.Lines() {
 			if l["msg"] == "request" {
 				got = append(got, l)
 			}

@@ -15,8 +15,7 @@ var OpenAPI []byte
 
 func (s *Server) serveOpenAPI() {
 	s.routes = append(s.routes, "GET /openapi.json")
-	s.mux.HandleFunc("/openapi.json", func(w http.ResponseWriter, r *http.Request) {
-		infoOf(r.Context()).route = "/openapi.json"
+	s.handle("/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			s.writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path})

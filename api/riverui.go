@@ -41,13 +41,9 @@ func (s *Server) MountUI() error {
 		return fmt.Errorf("river ui: %w", err)
 	}
 	s.ui = ui
-	s.mux.HandleFunc(UIPrefix+"/login", func(w http.ResponseWriter, r *http.Request) {
-		infoOf(r.Context()).route = UIPrefix + "/login"
-		s.uiLogin(w, r)
-	})
-	s.mux.HandleFunc(UIPrefix+"/", func(w http.ResponseWriter, r *http.Request) {
+	s.handle(UIPrefix+"/login", s.uiLogin)
+	s.handle(UIPrefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		info := infoOf(r.Context())
-		info.route = UIPrefix + "/"
 		api := strings.HasPrefix(r.URL.Path, UIPrefix+"/api/")
 		who, err := s.uiAgent(r)
 		switch {
@@ -65,8 +61,7 @@ func (s *Server) MountUI() error {
 		}
 		ui.ServeHTTP(w, r)
 	})
-	s.mux.HandleFunc(UIPrefix, func(w http.ResponseWriter, r *http.Request) {
-		infoOf(r.Context()).route = UIPrefix
+	s.handle(UIPrefix, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, UIPrefix+"/", http.StatusMovedPermanently)
 	})
 	return nil

@@ -25,7 +25,6 @@ import (
 // receiver is a webhook endpoint that checks each delivery's Standard
 // Webhooks signature itself and keeps what it accepted by webhook-id.
 type receiver struct {
-	t      *testing.T
 	secret string
 	mu     sync.Mutex
 	seen   map[string][]string // webhook-id → the bodies accepted with it
@@ -89,7 +88,7 @@ func TestWebhooks(t *testing.T) {
 	b.Config.WebhookBackoff = jobs.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
 	q := b.StartQueue(t)
 	ab := serveAPI(t, b, q, 0)
-	rc := &receiver{t: t, seen: map[string][]string{}, types: map[string]int{}, fail: 1}
+	rc := &receiver{seen: map[string][]string{}, types: map[string]int{}, fail: 1}
 	endpoint := httptest.NewServer(rc)
 	t.Cleanup(endpoint.Close)
 

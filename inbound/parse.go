@@ -28,8 +28,7 @@ const maxTextBytes = 64 << 10
 type Attachment struct {
 	Name      string // a file name without any folder; made up from the type when the part has none
 	Type      string // the media type, lower case
-	Size      int    // decoded bytes
-	Content   []byte
+	Content   []byte // decoded
 	ContentID string // "<…>", or ""
 	Inline    bool
 }
@@ -190,7 +189,7 @@ func (w *walker) attach(h message.Header, name, mediaType, disposition string, b
 	if mediaType == "" {
 		mediaType = "application/octet-stream"
 	}
-	a := Attachment{Name: fileName(decodeWord(name)), Type: oneLine(strings.ToLower(mediaType)), Size: len(body), Content: body}
+	a := Attachment{Name: fileName(decodeWord(name)), Type: oneLine(strings.ToLower(mediaType)), Content: body}
 	if ids := ParseIDList(h.Get("Content-Id")); len(ids) > 0 {
 		a.ContentID = ids[0]
 	}

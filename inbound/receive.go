@@ -321,7 +321,7 @@ func truncateRunes(s string, n int) string {
 func (m *Message) Files() []*store.NewAttachment {
 	out := make([]*store.NewAttachment, 0, len(m.Attachments))
 	for _, a := range m.Attachments {
-		out = append(out, &store.NewAttachment{Filename: a.Name, ContentType: a.Type, Size: int64(a.Size), Content: a.Content,
+		out = append(out, &store.NewAttachment{Filename: a.Name, ContentType: a.Type, Size: int64(len(a.Content)), Content: a.Content,
 			ContentID: a.ContentID, Inline: a.Inline})
 	}
 	return out

@@ -1,11 +1,7 @@
 package jobs_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,26 +13,12 @@ import (
 	"helpdesk/mail/smtptest"
 )
 
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// errors returns the lines logged at ERROR.
-func (l *logLines) errors() []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// errorLines are the records logged at ERROR.
+func errorLines(logs *jobstest.LogBuffer) []map[string]any {
 	var out []map[string]any
-	for _, line := range strings.Split(l.buf.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["level"] == "ERROR" {
-			out = append(out, m)
+	for _, l := range logs.Lines() {
+		if l["level"] == "ERROR" {
+			out = append(out, l)
 		}
 	}
 	return out
@@ -46,8 +28,8 @@ func TestJobsThatEndBadlyAreLoggedAtError(t *testing.T) {
 	t.Parallel()
 	b := jobstest.Setup(t)
 	srv := b.WithSMTP(t)
-	var logs logLines
-	b.Config.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	var logs jobstest.LogBuffer
+	b.Config.Logger = logs.Logger()
 	b.Config.TriageMaxAttempts = 1
 	if err := b.Sim.SetMode(simulator.ModeOutage); err != nil {
 		t.Fatal(err)
@@ -61,11 +43,11 @@ func TestJobsThatEndBadlyAreLoggedAtError(t *testing.T) {
 
 	// The events reach the logger a moment after the job's state.
 	deadline := time.Now().Add(10 * time.Second)
-	for len(logs.errors()) < 2 && time.Now().Before(deadline) {
+	for len(errorLines(&logs)) < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	found := map[string]map[string]any{}
-	for _, l := range logs.errors() {
+	for _, l := range errorLines(&logs) {
 		if msg, _ := l["msg"].(string); strings.HasPrefix(msg, "job ") {
 			found[l["kind"].(string)] = l
 		}

@@ -247,7 +247,7 @@ func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
 			}
 		}
 		if err := river.AddWorkerSafely(workers, &WebhookWorker{pool: pool, client: &http.Client{}, backoff: config.WebhookBackoff,
-			timeout: config.WebhookTimeout, logger: config.Logger}); err != nil {
+			timeout: config.WebhookTimeout}); err != nil {
 			return nil, fmt.Errorf("register webhook worker: %w", err)
 		}
 		queues = map[string]river.QueueConfig{

@@ -46,7 +46,6 @@ type WebhookWorker struct {
 	client  *http.Client
 	backoff Backoff
 	timeout time.Duration
-	logger  *slog.Logger
 }
 
 // NextRetry spaces the attempts of a delivery that failed.

@@ -72,11 +72,8 @@ func cmdBurst(ctx context.Context, args []string, getenv func(string) string, st
 	db := databaseSetting(fs)
 	speed := fs.setting("speed", "", "10", "how many times faster than life")
 	chart := fs.String("chart", "", "write a PNG chart of the queue over time to this file")
-	if err := fs.parse(args); err != nil {
+	if err := fs.parseNoArgs(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
 	opts := defaultBurst()
 	s, err := strconv.ParseFloat(speed.val, 64)

@@ -42,11 +42,8 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 			"Exits non-zero if any count differs from what it should be.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	dir := fs.String("dir", "", "a folder with customers.csv and agents.csv; default the demo's, built in")
-	if err := fs.parse(args); err != nil {
+	if err := fs.parseNoArgs(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
 	dbURL, err := db.required()
 	if err != nil {

@@ -33,11 +33,8 @@ func cmdLoad(ctx context.Context, args []string, getenv func(string) string, std
 	db := databaseSetting(fs)
 	dir := fs.String("dir", "", "a folder with your own customers.csv and agents.csv; default the demo's")
 	reset := fs.Bool("reset", false, "empty every table first")
-	if err := fs.parse(args); err != nil {
+	if err := fs.parseNoArgs(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
 	source, name := demoSource(*dir)
 	pool, err := openDatabase(ctx, db)

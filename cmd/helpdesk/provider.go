@@ -14,11 +14,8 @@ func cmdProvider(ctx context.Context, args []string, getenv func(string) string,
 		"Shows each AI provider's circuit breaker (closed: calls go; open: nobody calls until the next\n"+
 			"probe) and the pace its quota allows, as every process shares them.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
-	if err := fs.parse(args); err != nil {
+	if err := fs.parseNoArgs(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
 	pool, err := openDatabase(ctx, db)
 	if err != nil {

@@ -192,11 +192,8 @@ func parseServeConfig(args []string, getenv func(string) string, stdout, stderr 
 	inboundDomains := fs.setting("inbound-domains", "HELPDESK_INBOUND_DOMAINS", "", "comma-separated support domains accepted as recipients; default HELPDESK_MAIL_DOMAIN")
 	inboundTimeout := fs.setting("inbound-timeout", "HELPDESK_INBOUND_TIMEOUT", "5m", "how long one inbound message may take, from the connection or MAIL to the final reply")
 	inboundSessions := fs.setting("inbound-max-sessions", "HELPDESK_INBOUND_MAX_SESSIONS", "100", "inbound SMTP sessions at once; more are answered 421 4.3.2")
-	if err := fs.parse(args); err != nil {
+	if err := fs.parseNoArgs(args); err != nil {
 		return serveConfig{}, err
-	}
-	if fs.NArg() > 0 {
-		return serveConfig{}, usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
 
 	var (
@@ -484,8 +481,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 			_ = srv.Close()
 		}
 	}()
-	serveErr := make(chan error, 2)
-	listen := func(what, addr string, h http.Handler) (net.Addr, error) {
+	serveErr := make(chan error, 1) // the first listener to stop; the others' ends are not waited for
+	listen := func(what, addr string, srv *http.Server) (net.Addr, error) {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return nil, fmt.Errorf("listen on %s %s: %w", what, addr, err)
@@ -493,12 +490,14 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		if cfg.listening != nil {
 			cfg.listening(what, ln.Addr().String())
 		}
-		srv := newHTTPServer(cfg, h)
-		if what == "HELPDESK_PPROF_ADDR" {
-			srv.WriteTimeout = 0 // a CPU profile streams for as long as it was asked to run
-		}
 		servers = append(servers, srv)
-		go func() { serveErr <- srv.Serve(ln) }()
+		go func() {
+			err := srv.Serve(ln)
+			select {
+			case serveErr <- err:
+			default: // another listener's end is reported already
+			}
+		}()
 		return ln.Addr(), nil
 	}
 	apiServer := api.New(api.Config{Logger: logger, Pool: pool, Queue: queue, Desk: cases,
@@ -512,19 +511,21 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 			return err
 		}
 	}
-	apiAddr, err := listen("HELPDESK_HTTP_ADDR", cfg.HTTPAddr, apiServer)
+	apiAddr, err := listen("HELPDESK_HTTP_ADDR", cfg.HTTPAddr, newHTTPServer(cfg, apiServer))
 	if err != nil {
 		return err
 	}
 	if cfg.MetricsAddr != "" {
-		addr, err := listen("HELPDESK_METRICS_ADDR", cfg.MetricsAddr, metricsMux())
+		addr, err := listen("HELPDESK_METRICS_ADDR", cfg.MetricsAddr, newHTTPServer(cfg, metricsMux()))
 		if err != nil {
 			return err
 		}
 		logger.Info("serving metrics", slog.String("addr", "http://"+addr.String()+"/metrics"))
 	}
 	if cfg.PprofAddr != "" {
-		addr, err := listen("HELPDESK_PPROF_ADDR", cfg.PprofAddr, pprofMux())
+		profiles := newHTTPServer(cfg, pprofMux())
+		profiles.WriteTimeout = 0 // a CPU profile streams for as long as it was asked to run
+		addr, err := listen("HELPDESK_PPROF_ADDR", cfg.PprofAddr, profiles)
 		if err != nil {
 			return err
 		}

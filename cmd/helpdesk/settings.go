@@ -146,6 +146,17 @@ func (fs *flagSet) parse(args []string) error {
 	return nil
 }
 
+// parseNoArgs is parse for a command that takes flags only.
+func (fs *flagSet) parseNoArgs(args []string) error {
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
 func (s *setting) duration() (time.Duration, error) {
 	d, err := time.ParseDuration(s.val)
 	if err != nil || d <= 0 {

@@ -17,11 +17,8 @@ func cmdSuppressions(ctx context.Context, args []string, getenv func(string) str
 			"until they expire (HELPDESK_SUPPRESS_DAYS) or an agent clears them with -clear.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	clear := fs.String("clear", "", "take this address off the list")
-	if err := fs.parse(args); err != nil {
+	if err := fs.parseNoArgs(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
 	pool, err := openDatabase(ctx, db)
 	if err != nil {

@@ -2,10 +2,14 @@
 package jobstest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -245,4 +249,36 @@ func TotalCalls(calls map[string]int) int {
 		n += c
 	}
 	return n
+}
+
+// LogBuffer keeps what a JSON logger writes, from any goroutine, for a
+// test to read back line by line.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// Logger is a JSON logger at debug level that writes into l.
+func (l *LogBuffer) Logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// Lines are the records written so far, each decoded, in order.
+func (l *LogBuffer) Lines() []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }
