@@ -105,6 +105,17 @@ func TestMetricsAndRequestLogs(t *testing.T) {
 	if len(made) < 16 {
 		t.Errorf("X-Request-Id %q, want one made for a request without", made)
 	}
+	// (On the other server: this one's log lines are counted below.)
+	req, _ = http.NewRequest("GET", ab.url+"/healthz", nil)
+	req.Header.Set(api.HeaderRequestID, "bad id\twith spaces")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get(api.HeaderRequestID); got == "bad id\twith spaces" || len(got) < 16 {
+		t.Errorf("X-Request-Id %q for a caller's id with spaces, want one made instead", got)
+	}
 
 	t.Run("OneLogLinePerRequest", func(t *testing.T) {
 		var got []map[string]any

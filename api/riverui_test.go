@@ -99,6 +99,13 @@ func TestRiverUIIsForAgentsOnly(t *testing.T) {
 			cookies[0].Path != "/riverui" || cookies[0].Secure || strings.Contains(cookies[0].Value, ab.agent) {
 			t.Fatalf("login: %d, cookies %+v", resp.StatusCode, cookies)
 		}
+		behindTLS := uiRequest(t, "POST", ts.URL+"/riverui/login", url.Values{"key": {ab.agent}}.Encode(), func(r *http.Request) {
+			form(ab.agent)(r)
+			r.Header.Set("X-Forwarded-Proto", "https") // a proxy that ends TLS
+		})
+		if c := behindTLS.Cookies(); len(c) != 1 || !c[0].Secure {
+			t.Errorf("behind a TLS proxy the cookie is %+v, want Secure", c)
+		}
 		withCookie := func(r *http.Request) { r.AddCookie(cookies[0]) }
 		if resp := uiRequest(t, "GET", ts.URL+"/riverui/api/queues", "", withCookie); resp.StatusCode != 200 {
 			t.Errorf("with the session: %d", resp.StatusCode)

@@ -98,6 +98,25 @@ func TestBouncesReachTheAgent(t *testing.T) {
 		})
 	}
 
+	t.Run("ABouncedAcknowledgementReachesTheAgentToo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.DeskConfig.Ack = &desk.AckConfig{}
+		ticketID := b.openAPITicket(t, "C-0002", "Hello") // Bram's own ticket: acknowledged
+		var ackID string
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT email_message_id FROM messages WHERE ticket_id = $1 AND direction = 'acknowledgement'`,
+			ticketID).Scan(&ackID); err != nil {
+			t.Fatalf("no acknowledgement: %v", err)
+		}
+		out := b.receive(t, fixture(t, "delivery_report.eml", "{{RECIPIENT}}", "bram.devries@example.com", "{{ORIGINAL_MESSAGE_ID}}", ackID))
+		if out.Kind != "bounce" || out.TicketID != ticketID {
+			t.Fatalf("outcome %+v", out)
+		}
+		if notes := systemNotes(t, b, ticketID); !strings.Contains(notes, "bram.devries@example.com") || !suppressed(t, b, "bram.devries@example.com") {
+			t.Errorf("notes %q: want the bounce noted and the address suppressed", notes)
+		}
+	})
+
 	t.Run("ADelayedReportIsNotedAndSuppressesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

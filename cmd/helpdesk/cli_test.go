@@ -80,6 +80,7 @@ func TestEverySettingIsCheckedAtStart(t *testing.T) {
 		{"UnknownLogFormat", map[string]string{"HELPDESK_LOG_FORMAT": "xml"}, []string{"migrate"}, "HELPDESK_LOG_FORMAT = \"xml\": want text or json"},
 		{"DatabaseURLOfAnotherScheme", map[string]string{"DATABASE_URL": "mysql://db/x"}, []string{"migrate"}, "DATABASE_URL (-database-url)"},
 		{"ProviderURLOfAnotherScheme", map[string]string{"DATABASE_URL": "postgres://db/x", "HELPDESK_PROVIDER_URL": "ftp://ai.example.com"}, []string{"serve"}, "HELPDESK_PROVIDER_URL (-provider-url)"},
+		{"UnknownRole", map[string]string{"DATABASE_URL": "postgres://db/x", "HELPDESK_ROLE": "scheduler"}, []string{"serve"}, "HELPDESK_ROLE (-role) = \"scheduler\": want all, api or worker"},
 		{"NegativeDuration", map[string]string{"DATABASE_URL": "postgres://db/x", "HELPDESK_EMAIL_TIMEOUT": "-5s"}, []string{"serve"}, "HELPDESK_EMAIL_TIMEOUT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

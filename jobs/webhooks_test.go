@@ -1,0 +1,99 @@
+package jobs_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"helpdesk/jobs"
+	"helpdesk/jobs/jobstest"
+	"helpdesk/store"
+)
+
+// scriptedEndpoint answers its calls with the given statuses in turn, then 204.
+type scriptedEndpoint struct {
+	mu       sync.Mutex
+	statuses []int
+	calls    int
+}
+
+func (e *scriptedEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls++
+	status := http.StatusNoContent
+	if len(e.statuses) > 0 {
+		status, e.statuses = e.statuses[0], e.statuses[1:]
+	}
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+}
+
+func TestWebhookDeliveries(t *testing.T) {
+	t.Parallel()
+
+	// deliver registers an endpoint answering statuses, records one event
+	// and returns the status of the delivery job once it is in state want.
+	deliver := func(t *testing.T, want string, statuses ...int) (jobs.Status, int) {
+		b := jobstest.Setup(t)
+		b.Config.WebhookPoll = 20 * time.Millisecond
+		b.Config.WebhookBackoff = jobs.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
+		endpoint := &scriptedEndpoint{statuses: statuses}
+		srv := httptest.NewServer(endpoint)
+		t.Cleanup(srv.Close)
+		if _, err := b.Store.InsertWebhook(b.Ctx, &store.Webhook{URL: srv.URL, Events: []string{"ticket.created"},
+			Secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ=", CreatedBy: "agent:alice"}); err != nil {
+			t.Fatal(err)
+		}
+		q := b.StartQueue(t)
+		if err := pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
+			return store.New(tx).InsertWebhookEvent(b.Ctx, "ticket.created", map[string]string{"ticket_id": "T-500001"})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var jobID int64
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for jobID == 0 { // the dispatcher queues the delivery
+			if err := b.Pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM river_job WHERE kind = 'webhook'`).Scan(&jobID); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		s := jobstest.WaitFor(t, q, jobID, want, 30*time.Second)
+		endpoint.mu.Lock()
+		defer endpoint.mu.Unlock()
+		return s, endpoint.calls
+	}
+
+	t.Run("A4xxOtherThan408And429FailsAtOnce", func(t *testing.T) {
+		t.Parallel()
+		s, calls := deliver(t, jobs.StateFailed, http.StatusBadRequest)
+		if calls != 1 || s.Attempt != 1 {
+			t.Errorf("%d calls, attempt %d; want one call, failed at once", calls, s.Attempt)
+		}
+	})
+
+	t.Run("A5xxIsRetriedWithBackoff", func(t *testing.T) {
+		t.Parallel()
+		s, calls := deliver(t, jobs.StateSucceeded, http.StatusBadGateway, http.StatusServiceUnavailable)
+		if calls != 3 || len(s.Errors) != 2 {
+			t.Errorf("%d calls, errors %v; want two failures, then the delivery", calls, s.Errors)
+		}
+	})
+
+	t.Run("A429WaitsWithoutSpendingAnAttempt", func(t *testing.T) {
+		t.Parallel()
+		s, calls := deliver(t, jobs.StateSucceeded, http.StatusTooManyRequests)
+		if calls != 2 || len(s.Errors) != 0 || s.Snoozes != 1 {
+			t.Errorf("%d calls, errors %v, snoozes %d; want a wait, no error, then the delivery", calls, s.Errors, s.Snoozes)
+		}
+	})
+}
