@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"slices"
@@ -63,6 +64,8 @@ func (b *intakeBundle) post(body []byte, idemKey string) error {
 	if err != nil {
 		return err
 	}
+	// Read to the end, or the client drops the connection and dials anew.
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted {
 		return fmt.Errorf("status %d", resp.StatusCode)

@@ -55,6 +55,32 @@ func fingerprint(r *http.Request, canonical any) []byte {
 // another request is 422 idempotency_key_reused. Without a key, create just runs.
 func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who Actor, canonical any,
 	create func(ctx context.Context, tx pgx.Tx) (status int, body any, err error)) error {
+	return s.createOnceWith(w, r, who, canonical, creation{
+		run: func(ctx context.Context, tx pgx.Tx, save func(status int, body any, b *store.Batch)) error {
+			status, body, err := create(ctx, tx)
+			if err != nil {
+				return err
+			}
+			var b store.Batch
+			save(status, body, &b)
+			return store.New(tx).Send(ctx, &b)
+		},
+	})
+}
+
+// creation is what createOnceWith runs: first may queue statements to send
+// with BEGIN and the key's claim; run writes the rest and hands its answer
+// to save, with the batch it sends, so that the answer is saved in the
+// same round trip as its last rows.
+type creation struct {
+	first func(b *store.Batch)
+	run   func(ctx context.Context, tx pgx.Tx, save func(status int, body any, b *store.Batch)) error
+}
+
+// createOnceWith is createOnce in as few round trips as the guarantees
+// allow: a replay is one read; a new request begins its transaction, claims
+// the key and sends the creation's first statements at once.
+func (s *Server) createOnceWith(w http.ResponseWriter, r *http.Request, who Actor, canonical any, c creation) error {
 	ctx := r.Context()
 	key, err := idempotencyKey(r)
 	if err != nil {
@@ -79,29 +105,28 @@ func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who Actor, c
 		status   int
 		response []byte
 		prior    *store.IdempotencyKey
+		claimed  bool
 	)
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		st := store.New(tx)
-		if key != "" {
-			claimed, err := st.ClaimIdempotencyKey(ctx, actor, key, fp, s.retention)
-			if err != nil {
-				return err
-			}
-			if !claimed {
-				// A copy raced us and committed first; its answer is ours.
-				prior, err = st.GetIdempotencyKey(ctx, actor, key, s.retention)
-				return err
-			}
-		}
-		var body any
-		if status, body, err = create(ctx, tx); err != nil {
+	first := store.BeginBatch()
+	if key != "" {
+		first.ClaimIdempotencyKey(actor, key, fp, s.retention, &claimed)
+	}
+	if c.first != nil {
+		c.first(first)
+	}
+	err = store.InTx(ctx, s.pool, first, func(tx pgx.Tx) error {
+		if key != "" && !claimed {
+			// A copy raced us and committed first; its answer is ours.
+			var err error
+			prior, err = store.New(tx).GetIdempotencyKey(ctx, actor, key, s.retention)
 			return err
 		}
-		response = bytes.TrimSuffix(encodeJSON(body), []byte("\n"))
-		if key != "" {
-			return st.SaveIdempotentResponse(ctx, actor, key, status, response)
-		}
-		return nil
+		return c.run(ctx, tx, func(st int, body any, b *store.Batch) {
+			status, response = st, bytes.TrimSuffix(encodeJSON(body), []byte("\n"))
+			if key != "" {
+				b.SaveIdempotentResponse(actor, key, status, response)
+			}
+		})
 	})
 	if err != nil {
 		return err

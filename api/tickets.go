@@ -75,19 +75,23 @@ func (s *Server) createTicket(w http.ResponseWriter, r *http.Request, who Actor)
 	if !who.IsAgent() && req.CustomerID != who.ID {
 		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: "a customer may only open tickets for itself"}
 	}
-	return s.createOnce(w, r, who, req, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
-		if _, err := store.New(tx).GetCustomer(ctx, req.CustomerID); errors.Is(err, store.ErrNotFound) {
-			return 0, nil, unprocessable("unknown_customer", "there is no customer %s", req.CustomerID)
-		} else if err != nil {
-			return 0, nil, err
-		}
-		ticket, jobID, err := s.desk.OpenTicketTx(ctx, tx, &desk.OpenTicketParams{
-			CustomerID: req.CustomerID, Subject: req.Subject, Body: req.Body, Author: who.String(),
-		})
-		if err != nil {
-			return 0, nil, err
-		}
-		return http.StatusAccepted, createTicketResponse{TicketID: ticket.ID, JobID: jobID, State: jobs.StateQueued}, nil
+	// The ticket's numbers come with the key's claim; its rows and the
+	// answer go in one batch; an unknown customer is the ticket's foreign key.
+	var numbers desk.TicketNumbers
+	return s.createOnceWith(w, r, who, req, creation{
+		first: numbers.Take,
+		run: func(ctx context.Context, tx pgx.Tx, save func(int, any, *store.Batch)) error {
+			_, _, err := s.desk.OpenTicketTx(ctx, tx, &desk.OpenTicketParams{
+				CustomerID: req.CustomerID, Subject: req.Subject, Body: req.Body, Author: who.String(), Numbers: &numbers,
+				With: func(ticketID string, jobID int64, b *store.Batch) {
+					save(http.StatusAccepted, createTicketResponse{TicketID: ticketID, JobID: jobID, State: jobs.StateQueued}, b)
+				},
+			})
+			if errors.Is(err, store.ErrUnknownCustomer) {
+				return unprocessable("unknown_customer", "there is no customer %s", req.CustomerID)
+			}
+			return err
+		},
 	})
 }
 

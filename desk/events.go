@@ -83,22 +83,21 @@ func TriagedTx(ctx context.Context, tx pgx.Tx, ticketID string, jobID int64) err
 	return emit(ctx, st, EventTicketTriaged, TicketTriaged{TicketID: t.ID, Team: t.Team, Priority: t.Priority, Assignee: t.Assignee, JobID: jobID})
 }
 
-// DeliveredTx records message.sent or message.failed for mail to the
-// customer whose delivery ended in state, in the caller's transaction.
-func DeliveredTx(ctx context.Context, tx pgx.Tx, messageID int64, state, lastError string) error {
-	st := store.New(tx)
-	m, err := st.GetMessage(ctx, messageID)
-	if err != nil || !store.ToCustomer(m.Direction) {
-		return err
+// Delivered is the message.sent or message.failed event of mail to the
+// customer whose delivery ended in state; none for mail to agents or a
+// delivery that goes on. The email job records it with the attempt.
+func Delivered(m *store.Message, state, lastError string) []store.NewWebhookEvent {
+	if !store.ToCustomer(m.Direction) {
+		return nil
 	}
 	e := messageEvent(m)
 	e.State = state
 	switch state {
 	case store.DeliverySent, store.DeliveryCaptured, store.DeliveryPartiallySent:
-		return emit(ctx, st, EventMessageSent, e)
+		return []store.NewWebhookEvent{{Type: EventMessageSent, Data: e}}
 	case store.DeliveryFailed, store.DeliverySuppressed:
 		e.LastError = lastError
-		return emit(ctx, st, EventMessageFailed, e)
+		return []store.NewWebhookEvent{{Type: EventMessageFailed, Data: e}}
 	}
 	return nil
 }

@@ -47,6 +47,29 @@ type OpenTicketParams struct {
 	// NoAutoReply: the mail came from a machine, a list or a report, so
 	// no acknowledgement answers it (RFC 3834 §2).
 	NoAutoReply bool
+
+	// Numbers, when the caller took them with its transaction's first
+	// statements (TicketNumbers.Take); nil takes them here.
+	Numbers *TicketNumbers
+	// With, when set, is told the ticket and its triage job before the
+	// ticket's rows are sent, and may queue statements to send with them:
+	// the API saves its answer so.
+	With func(ticketID string, jobID int64, b *store.Batch)
+}
+
+// TicketNumbers are a new ticket's id and its first message's, taken
+// before they are written so that the ticket's rows go to the database in
+// one round trip.
+type TicketNumbers struct {
+	TicketID  string
+	MessageID int64
+	Now       time.Time // the transaction's time: the ticket's created_at
+}
+
+// Take queues the taking of the numbers; they are set once b is sent.
+func (n *TicketNumbers) Take(b *store.Batch) {
+	b.NextTicketID(&n.TicketID, &n.Now)
+	b.NextMessageID(&n.MessageID)
 }
 
 // OpenTicket writes a ticket, its first message and its triage job in one
@@ -59,12 +82,27 @@ func (d *Desk) OpenTicket(ctx context.Context, p *OpenTicketParams) (ticket *sto
 	return ticket, jobID, err
 }
 
-// OpenTicketTx is OpenTicket in the caller's transaction.
+// OpenTicketTx is OpenTicket in the caller's transaction. Its numbers,
+// the triage job, then the ticket, its message and its events are three
+// round trips (two with Numbers): the job is queued first, so the ticket
+// is written with it.
 func (d *Desk) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams) (*store.Ticket, int64, error) {
 	st := store.New(tx)
-	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: p.CustomerID, Subject: p.Subject, FollowUpOf: p.FollowUpOf})
-	if err != nil {
-		return nil, 0, fmt.Errorf("open ticket: %w", err)
+	n := p.Numbers
+	if n == nil {
+		n = &TicketNumbers{}
+		var b store.Batch
+		n.Take(&b)
+		if err := st.Send(ctx, &b); err != nil {
+			return nil, 0, fmt.Errorf("open ticket: %w", err)
+		}
+	}
+	var jobID int64
+	if !p.Automatic {
+		var err error
+		if jobID, err = d.jobs.EnqueueTriageTx(ctx, tx, n.TicketID); err != nil {
+			return nil, 0, fmt.Errorf("open ticket: %w", err)
+		}
 	}
 	author := p.Author
 	if author == "" {
@@ -74,23 +112,45 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams)
 	// come by email gets a synthetic Message-ID that every reply references.
 	root := p.EmailMessageID
 	if root == "" {
-		root = mail.NewRootMessageID(d.config.MailDomain, ticket.ID)
+		root = mail.NewRootMessageID(d.config.MailDomain, n.TicketID)
 	}
-	first, err := st.InsertMessage(ctx, &store.InsertMessageParams{
-		TicketID: ticket.ID, Direction: store.DirectionInbound, Author: author, Body: p.Body, EmailMessageID: &root,
-		Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
+	var (
+		b      store.Batch
+		ticket store.Ticket
+		first  store.Message
+	)
+	newTicket := &store.InsertTicketParams{ID: n.TicketID, CustomerID: p.CustomerID, Subject: p.Subject, FollowUpOf: p.FollowUpOf}
+	if jobID != 0 {
+		newTicket.TriageJobID = &jobID
+	}
+	b.InsertTicket(newTicket, &ticket)
+	b.InsertMessage(&store.InsertMessageParams{
+		ID: n.MessageID, TicketID: n.TicketID, Direction: store.DirectionInbound, Author: author, Body: p.Body, EmailMessageID: &root,
+		AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
+	}, &first)
+	// The events are made of what the rows will hold: the numbers taken,
+	// the transaction's time, the fields given.
+	var followUpOf *string
+	if p.FollowUpOf != "" {
+		followUpOf = &p.FollowUpOf
+	}
+	received := MessageEvent{TicketID: n.TicketID, MessageID: n.MessageID, Direction: store.DirectionInbound, Author: author,
+		EmailMessageID: &root, Automatic: p.Automatic}
+	b.InsertWebhookEvents([]store.NewWebhookEvent{
+		{Type: EventTicketCreated, Data: TicketCreated{TicketID: n.TicketID, CustomerID: p.CustomerID, Subject: p.Subject,
+			Status: store.StatusOpen, FollowUpOf: followUpOf, CreatedAt: n.Now}},
+		{Type: EventMessageReceived, Data: received},
 	})
-	if err != nil {
+	if p.With != nil {
+		p.With(n.TicketID, jobID, &b)
+	}
+	if err := st.Send(ctx, &b); err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
-	received := messageEvent(first)
-	received.Automatic = p.Automatic
-	if err := st.InsertWebhookEvents(ctx, []store.NewWebhookEvent{
-		{Type: EventTicketCreated, Data: TicketCreated{TicketID: ticket.ID, CustomerID: ticket.CustomerID, Subject: ticket.Subject,
-			Status: ticket.Status, FollowUpOf: ticket.FollowUpOf, CreatedAt: ticket.CreatedAt}},
-		{Type: EventMessageReceived, Data: received},
-	}); err != nil {
-		return nil, 0, err
+	if attachments := d.keepable(p.Attachments); len(attachments) > 0 {
+		if _, err := st.InsertAttachments(ctx, &first.ID, attachments); err != nil {
+			return nil, 0, fmt.Errorf("open ticket: %w", err)
+		}
 	}
 	// InsertTicket wrote last_customer_message_at: no CustomerWrote here.
 	if p.FollowUpOf != "" {
@@ -99,21 +159,16 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams)
 		}
 	}
 	if p.Automatic {
-		return ticket, 0, nil
-	}
-	jobID, err := d.retriageTx(ctx, tx, ticket.ID)
-	if err != nil {
-		return nil, 0, fmt.Errorf("open ticket: %w", err)
+		return &ticket, 0, nil
 	}
 	// Only a customer's own new ticket is acknowledged, not one an agent
 	// opens for them.
 	if d.config.Ack != nil && !p.NoAutoReply && !strings.HasPrefix(author, "agent:") {
-		if err := d.acknowledgeTx(ctx, tx, ticket, root); err != nil {
+		if err := d.acknowledgeTx(ctx, tx, &ticket, root); err != nil {
 			return nil, 0, fmt.Errorf("open ticket: %w", err)
 		}
 	}
-	ticket.TriageJobID = &jobID
-	return ticket, jobID, nil
+	return &ticket, jobID, nil
 }
 
 // CustomerMessageParams are a customer's new message on a ticket.

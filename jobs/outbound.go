@@ -65,14 +65,22 @@ func (w *EmailWorker) Work(ctx context.Context, job *river.Job[EmailArgs]) error
 }
 
 // deliver makes one delivery attempt of a stored outbound message, a
-// reply to a customer or a mail to an agent alike.
+// reply to a customer or a mail to an agent alike. Before the send it
+// costs three round trips the first time (the delivery with its message;
+// what the mail is made of; the bytes kept with the relay's state) and
+// the mark that an attempt starts; after it, one.
 func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messageID int64) error {
 	st := store.New(w.pool)
-	em, err := st.GetOutboundEmail(ctx, messageID)
-	if errors.Is(err, store.ErrNotFound) {
+	var (
+		em    store.OutboundEmail
+		msg   store.Message
+		reads store.Batch
+	)
+	reads.GetOutboundEmail(messageID, &em)
+	reads.GetMessage(messageID, &msg)
+	if err := st.Send(ctx, &reads); errors.Is(err, store.ErrNotFound) {
 		return river.JobCancel(fmt.Errorf("MessageNotFound: outbound message %d does not exist", messageID))
-	}
-	if err != nil {
+	} else if err != nil {
 		return err
 	}
 	var to []string
@@ -88,24 +96,51 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 	}
 
 	if age := time.Since(em.QueuedAt); age > w.giveUpAfter {
-		return w.giveUp(ctx, em, age)
-	}
-	if em.Rendered == nil {
-		if em, err = w.render(ctx, em); err != nil {
-			return err
-		}
+		return w.giveUp(ctx, &em, &msg, age)
 	}
 	// An address that bounced for good is not tried again until it is
 	// cleared or its time is up.
-	if to, err = w.dropSuppressed(ctx, em, to); err != nil || len(to) == 0 {
+	to, err := w.dropSuppressed(ctx, &em, &msg, to)
+	if err != nil || len(to) == 0 {
 		return err
+	}
+
+	// The bytes are kept before the first send; the relay's state comes
+	// with them.
+	var (
+		keep            store.Batch
+		saved, troubled bool
+		out             *mail.Outgoing
+		raw             []byte
+	)
+	if em.Rendered == nil {
+		if out, raw, err = w.render(ctx, &em, &msg); err != nil {
+			return err
+		}
+		keep.SaveRendered(em.MessageID, out.InReplyTo, out.References, raw, &saved)
+	}
+	keep.RelayTroubled(w.relay.Name(), &troubled)
+	if err := st.Send(ctx, &keep); err != nil {
+		return err
+	}
+	switch {
+	case out != nil && saved:
+		em.Rendered, em.InReplyTo, em.References = raw, &out.InReplyTo, out.References
+	case out != nil:
+		kept, err := st.GetOutboundEmail(ctx, em.MessageID) // another delivery's bytes win
+		if err != nil {
+			return err
+		}
+		em = *kept
 	}
 
 	// A relay that is down, or asked anyone to slow down, is left alone
 	// until its pause ends; then one job probes it while the others wait.
-	gate, err := st.EnterRelay(ctx, w.relay.Name(), w.timeout)
-	if err != nil {
-		return err
+	var gate store.RelayGate
+	if troubled {
+		if gate, err = st.EnterRelay(ctx, w.relay.Name(), w.timeout); err != nil {
+			return err
+		}
 	}
 	if gate.Wait > 0 || gate.Probing {
 		wait := gate.Wait
@@ -113,7 +148,7 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 			// Back soon after the probe succeeds, or about when the next pause would end.
 			wait = min(max(wait, w.backoff.Base), w.backoff.Bound(gate.Faults+1))
 		}
-		if err := w.noticeDelay(ctx, em); err != nil {
+		if err := w.noticeDelay(ctx, &em); err != nil {
 			return err
 		}
 		// A tenth more at random, so that the waiting jobs do not all come back at once.
@@ -125,18 +160,18 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 	}
 	from, err := mail.ParseAddress(em.FromAddress)
 	if err != nil {
-		return w.unsendable(ctx, em, fmt.Errorf("From: %w", err))
+		return w.unsendable(ctx, &msg, fmt.Errorf("From: %w", err))
 	}
 	res := w.relay.Send(ctx, mail.Envelope{From: from.Address, To: to}, em.Rendered)
 	if ctx.Err() != nil && res.Err != nil && !res.BodySent {
 		return ctx.Err() // shutting down: River puts the job back without spending the attempt
 	}
-	return w.settle(ctx, job, em, to, res, gate.Troubled)
+	return w.settle(ctx, job, &em, &msg, to, res, gate.Troubled)
 }
 
 // dropSuppressed marks the recipients on the suppression list suppressed
 // and returns the others. With nobody left, the message fails at once.
-func (w *EmailWorker) dropSuppressed(ctx context.Context, em *store.OutboundEmail, to []string) ([]string, error) {
+func (w *EmailWorker) dropSuppressed(ctx context.Context, em *store.OutboundEmail, msg *store.Message, to []string) ([]string, error) {
 	suppressed := map[string]bool{}
 	for _, r := range em.Recipients {
 		if r.Suppressed {
@@ -160,39 +195,29 @@ func (w *EmailWorker) dropSuppressed(ctx context.Context, em *store.OutboundEmai
 	if len(left) > 0 {
 		return left, store.New(w.pool).RecordAttempt(ctx, em.MessageID, attempt)
 	}
-	msg := fmt.Sprintf("Suppressed: %s bounced for good before; clear it with DELETE /v1/suppressions/ADDRESS to send again", strings.Join(dropped, ", "))
-	attempt.State, attempt.LastError = store.DeliverySuppressed, msg
+	why := fmt.Sprintf("Suppressed: %s bounced for good before; clear it with DELETE /v1/suppressions/ADDRESS to send again", strings.Join(dropped, ", "))
+	attempt.State, attempt.LastError = store.DeliverySuppressed, why
 	for _, r := range em.Recipients {
 		if r.State == store.RecipientSent || r.State == store.RecipientCaptured {
 			attempt.State = store.DeliveryPartiallySent
 		}
 	}
-	if err := w.recordFinal(ctx, em.MessageID, attempt); err != nil {
+	if err := w.record(ctx, msg, attempt, nil); err != nil {
 		return nil, err
 	}
 	w.logger.WarnContext(ctx, "email not sent: suppressed", slog.Int64("message_id", em.MessageID), slog.Any("addresses", dropped))
-	return nil, river.JobCancel(errors.New(msg))
+	return nil, river.JobCancel(errors.New(why))
 }
 
 // reportRefusals tells the ticket's agents of every customer recipient the
 // server refused for good (a 5xx at RCPT or after the body), as a bounce.
-func (w *EmailWorker) reportRefusals(ctx context.Context, tx pgx.Tx, messageID int64, results []store.RecipientResult) error {
-	if w.notifier == nil {
-		return nil
+func (w *EmailWorker) reportRefusals(ctx context.Context, tx pgx.Tx, msg *store.Message, results []store.RecipientResult) error {
+	if w.notifier == nil || !store.ToCustomer(msg.Direction) {
+		return nil // mail to agents: their own problem to see in the log
 	}
-	var msg *store.Message
 	for _, r := range results {
 		if r.State != store.RecipientFailed || r.SMTPCode < 500 {
 			continue
-		}
-		if msg == nil {
-			var err error
-			if msg, err = store.New(tx).GetMessage(ctx, messageID); err != nil {
-				return err
-			}
-			if !store.ToCustomer(msg.Direction) {
-				return nil // mail to agents: their own problem to see in the log
-			}
 		}
 		status := strings.TrimSpace(r.SMTPEnhanced + " " + strconv.Itoa(r.SMTPCode) + " " + r.SMTPText)
 		if err := w.notifier.BounceTx(ctx, tx, &desk.Bounce{TicketID: msg.TicketID, Address: r.Address, Status: status, Code: r.SMTPCode}); err != nil {
@@ -200,6 +225,16 @@ func (w *EmailWorker) reportRefusals(ctx context.Context, tx pgx.Tx, messageID i
 		}
 	}
 	return nil
+}
+
+// refused reports whether any recipient was refused for good.
+func refused(results []store.RecipientResult) bool {
+	for _, r := range results {
+		if r.State == store.RecipientFailed && r.SMTPCode >= 500 {
+			return true
+		}
+	}
+	return false
 }
 
 // noticeDelay shows a message that waited longer than the delay notice as
@@ -239,7 +274,7 @@ func (w *EmailWorker) noticeDelay(ctx context.Context, em *store.OutboundEmail) 
 
 // giveUp fails a message that stayed undelivered for longer than the
 // give-up age: whoever was not served is failed, and a person may retry it.
-func (w *EmailWorker) giveUp(ctx context.Context, em *store.OutboundEmail, age time.Duration) error {
+func (w *EmailWorker) giveUp(ctx context.Context, em *store.OutboundEmail, msg *store.Message, age time.Duration) error {
 	last := "none"
 	if em.LastError != nil {
 		last = *em.LastError
@@ -256,60 +291,52 @@ func (w *EmailWorker) giveUp(ctx context.Context, em *store.OutboundEmail, age t
 				SMTPText: "given up after " + w.giveUpAfter.String()})
 		}
 	}
-	if rerr := w.recordFinal(ctx, em.MessageID, attempt); rerr != nil {
+	if rerr := w.record(ctx, msg, attempt, nil); rerr != nil {
 		return rerr
 	}
 	w.logger.ErrorContext(ctx, "email given up", slog.Int64("message_id", em.MessageID), slog.String("error", err.Error()))
 	return river.JobCancel(err)
 }
 
-// render builds the mail from the stored message and its ticket and keeps
-// the bytes; if another delivery of the job kept some first, those win.
-func (w *EmailWorker) render(ctx context.Context, em *store.OutboundEmail) (*store.OutboundEmail, error) {
+// render builds the mail from the stored message and its ticket, all
+// read in one round trip; deliver keeps the bytes.
+func (w *EmailWorker) render(ctx context.Context, em *store.OutboundEmail, msg *store.Message) (*mail.Outgoing, []byte, error) {
 	from, err := mail.ParseAddress(em.FromAddress)
 	if err != nil {
-		return nil, w.unsendable(ctx, em, fmt.Errorf("From: %w", err))
+		return nil, nil, w.unsendable(ctx, msg, fmt.Errorf("From: %w", err))
 	}
-	// Everything the mail is made of, read in one read-only transaction.
+	if msg.EmailMessageID == nil {
+		return nil, nil, w.unsendable(ctx, msg, errors.New("the message has no Message-ID"))
+	}
 	var (
-		ticket   *store.Ticket
-		customer *store.Customer
-		out      *mail.Outgoing
+		ticket   store.Ticket
+		customer store.Customer
+		thread   store.ThreadIDs
+		agent    *store.Agent
+		quoted   *store.Message
+		files    []*store.AttachmentFile
+		reads    store.Batch
 	)
-	err = pgx.BeginTxFunc(ctx, w.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		st := store.New(tx)
-		msg, err := st.GetMessage(ctx, em.MessageID)
-		if err != nil {
-			return err
-		}
-		if ticket, err = st.GetTicket(ctx, msg.TicketID); err != nil {
-			return err
-		}
-		if customer, err = st.GetCustomer(ctx, ticket.CustomerID); err != nil {
-			return err
-		}
-		thread, err := st.ReplyThread(ctx, msg)
-		if err != nil {
-			return err
-		}
-		out = &mail.Outgoing{
-			From: from, Subject: ticket.Subject, TicketID: ticket.ID, Date: msg.CreatedAt,
-			MessageID: *msg.EmailMessageID, InReplyTo: thread.Parent, References: mail.References(thread.Earlier),
-			ThreadRoot: thread.Root, ThreadStart: ticket.CreatedAt,
-		}
-		if out.Body, out.HTML, err = replyBodies(ctx, st, msg, customer); err != nil {
-			return err
-		}
-		files, err := st.MessageAttachmentFiles(ctx, msg.ID)
-		for _, f := range files {
-			out.Attachments = append(out.Attachments, &mail.File{Name: f.Filename, ContentType: f.ContentType, Content: f.Content})
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
+	reads.GetTicket(msg.TicketID, &ticket)
+	reads.CustomerOfTicket(msg.TicketID, &customer)
+	reads.ReplyThread(msg, &thread)
+	if name, ok := strings.CutPrefix(msg.Author, "agent:"); ok {
+		reads.GetAgent(name, &agent)
 	}
-	st := store.New(w.pool)
+	reads.QuotedMessage(msg, &quoted)
+	reads.MessageAttachmentFiles(msg.ID, &files)
+	if err := store.New(w.pool).Send(ctx, &reads); err != nil {
+		return nil, nil, err
+	}
+	out := &mail.Outgoing{
+		From: from, Subject: ticket.Subject, TicketID: ticket.ID, Date: msg.CreatedAt,
+		MessageID: *msg.EmailMessageID, InReplyTo: thread.Parent, References: mail.References(thread.Earlier),
+		ThreadRoot: thread.Root, ThreadStart: ticket.CreatedAt,
+	}
+	out.Body, out.HTML = replyBodies(msg, agent, quoted, &customer)
+	for _, f := range files {
+		out.Attachments = append(out.Attachments, &mail.File{Name: f.Filename, ContentType: f.ContentType, Content: f.Content})
+	}
 	// Answers come back to the ticket's plus-address (matched on the way
 	// in), so a client that drops In-Reply-To still threads.
 	if local, domain, ok := strings.Cut(from.Address, "@"); ok {
@@ -318,7 +345,7 @@ func (w *EmailWorker) render(ctx context.Context, em *store.OutboundEmail) (*sto
 	for _, r := range em.Recipients {
 		a, err := mail.ParseAddress(r.Address)
 		if err != nil {
-			return nil, w.unsendable(ctx, em, err)
+			return nil, nil, w.unsendable(ctx, msg, err)
 		}
 		a.Name = r.Name
 		if r.Kind == "to" {
@@ -330,37 +357,19 @@ func (w *EmailWorker) render(ctx context.Context, em *store.OutboundEmail) (*sto
 	}
 	raw, err := out.Render()
 	if err != nil {
-		return nil, w.unsendable(ctx, em, err)
+		return nil, nil, w.unsendable(ctx, msg, err)
 	}
-	saved, err := st.SaveRendered(ctx, em.MessageID, out.InReplyTo, out.References, raw)
-	if err != nil {
-		return nil, err
-	}
-	if !saved {
-		return st.GetOutboundEmail(ctx, em.MessageID) // another delivery's bytes win
-	}
-	em.Rendered, em.InReplyTo, em.References = raw, &out.InReplyTo, out.References
-	return em, nil
+	return out, raw, nil
 }
 
 // replyBodies writes a reply's text and HTML: the agent's text, the
 // agent's signature, and the customer's message before it, quoted.
-func replyBodies(ctx context.Context, st *store.Store, msg *store.Message, customer *store.Customer) (text, html string, err error) {
+func replyBodies(msg *store.Message, agent *store.Agent, quoted *store.Message, customer *store.Customer) (text, html string) {
 	var signature string
-	if name, ok := strings.CutPrefix(msg.Author, "agent:"); ok {
-		agent, err := st.GetAgent(ctx, name)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return "", "", err
-		}
-		if agent != nil {
-			signature = agent.Signature
-		}
+	if agent != nil {
+		signature = agent.Signature
 	}
 	var quote *mail.Quote
-	quoted, err := st.QuotedMessage(ctx, msg)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return "", "", err
-	}
 	if quoted != nil {
 		name := customer.Name
 		if name == "" {
@@ -368,25 +377,31 @@ func replyBodies(ctx context.Context, st *store.Store, msg *store.Message, custo
 		}
 		quote = &mail.Quote{Date: quoted.CreatedAt, Name: name, Text: quoted.Body}
 	}
-	text, html = mail.ReplyBodies(msg.Body, signature, quote)
-	return text, html, nil
+	return mail.ReplyBodies(msg.Body, signature, quote)
 }
 
-// recordFinal records an attempt that ends the delivery, and its
-// message.sent or message.failed event, in one transaction.
-func (w *EmailWorker) recordFinal(ctx context.Context, messageID int64, attempt *store.AttemptResult) error {
-	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		if err := store.New(tx).RecordAttempt(ctx, messageID, attempt); err != nil {
-			return err
-		}
-		return desk.DeliveredTx(ctx, tx, messageID, attempt.State, attempt.LastError)
-	})
+// record stores an attempt and, when it ends the delivery, its
+// message.sent or message.failed event, together: one round trip, as one
+// implicit transaction. more, when set, writes in the same transaction.
+func (w *EmailWorker) record(ctx context.Context, msg *store.Message, attempt *store.AttemptResult, more func(tx pgx.Tx) error) error {
+	queue := func(b *store.Batch) {
+		b.RecordAttempt(msg.ID, attempt)
+		b.InsertWebhookEvents(desk.Delivered(msg, attempt.State, attempt.LastError))
+	}
+	if more == nil {
+		var b store.Batch
+		queue(&b)
+		return store.New(w.pool).Send(ctx, &b)
+	}
+	first := store.BeginBatch()
+	queue(first)
+	return store.InTx(ctx, w.pool, first, more)
 }
 
 // unsendable fails a message whose stored data cannot make a valid mail.
-func (w *EmailWorker) unsendable(ctx context.Context, em *store.OutboundEmail, cause error) error {
+func (w *EmailWorker) unsendable(ctx context.Context, msg *store.Message, cause error) error {
 	err := fmt.Errorf("InvalidMessage: %w", cause)
-	if rerr := w.recordFinal(ctx, em.MessageID, &store.AttemptResult{State: store.DeliveryFailed, LastError: err.Error()}); rerr != nil {
+	if rerr := w.record(ctx, msg, &store.AttemptResult{State: store.DeliveryFailed, LastError: err.Error()}, nil); rerr != nil {
 		return rerr
 	}
 	return river.JobCancel(err)
@@ -413,7 +428,7 @@ func countDeliveries(results []store.RecipientResult) {
 // settle classifies the attempt per recipient, records it, and tells River
 // what comes next: done, snooze (slow down: no attempt spent), retry with
 // backoff (temporary or uncertain), or stop (permanent).
-func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *store.OutboundEmail, to []string, res *mail.Result, relayTroubled bool) error {
+func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *store.OutboundEmail, msg *store.Message, to []string, res *mail.Result, relayTroubled bool) error {
 	outcome := mail.Classify(res, to)
 	if outcome.LastError != "" {
 		em.LastError = &outcome.LastError // what a delay notice reports
@@ -474,23 +489,18 @@ func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *sto
 			attempt.State = store.DeliveryCaptured
 		}
 	}
-	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		if err := store.New(tx).RecordAttempt(ctx, em.MessageID, attempt); err != nil {
-			return err
-		}
-		if err := w.reportRefusals(ctx, tx, em.MessageID, attempt.Recipients); err != nil {
-			return err
-		}
-		if err := desk.DeliveredTx(ctx, tx, em.MessageID, attempt.State, attempt.LastError); err != nil {
-			return err
-		}
-		// A relay that answered is up again, whatever it said of this message.
-		if relayTroubled && !outcome.PausesRelay() && !outcome.Config {
+	// A relay that answered is up again, whatever it said of this message.
+	recovered := relayTroubled && !outcome.PausesRelay() && !outcome.Config
+	var more func(tx pgx.Tx) error
+	if recovered || refused(attempt.Recipients) {
+		more = func(tx pgx.Tx) error {
+			if err := w.reportRefusals(ctx, tx, msg, attempt.Recipients); err != nil || !recovered {
+				return err
+			}
 			return store.New(tx).RelayRecovered(ctx, w.relay.Name())
 		}
-		return nil
-	})
-	if err != nil {
+	}
+	if err := w.record(ctx, msg, attempt, more); err != nil {
 		return err
 	}
 	countDeliveries(attempt.Recipients)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -67,12 +68,30 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 
 // GetAgent returns the agent with the given name, or ErrNotFound.
 func (s *Store) GetAgent(ctx context.Context, name string) (*Agent, error) {
-	a, err := scanAgent(s.db.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents a WHERE a.name = $1`, name))
+	a, err := scanAgent(s.db.QueryRow(ctx, getAgentSQL, name))
 	if err != nil {
 		return nil, fmt.Errorf("get agent %s: %w", name, err)
 	}
 	return a, nil
 }
+
+// GetAgent queues GetAgent; into gets the agent, or nil if none.
+func (b *Batch) GetAgent(name string, into **Agent) {
+	b.b.Queue(getAgentSQL, name).QueryRow(func(row pgx.Row) error {
+		a, err := scanAgent(row)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			*into = nil
+		case err != nil:
+			return fmt.Errorf("get agent %s: %w", name, err)
+		default:
+			*into = a
+		}
+		return nil
+	})
+}
+
+const getAgentSQL = `SELECT ` + agentColumns + ` FROM agents a WHERE a.name = $1`
 
 // ListAgents returns every agent, by name.
 func (s *Store) ListAgents(ctx context.Context) ([]*Agent, error) {

@@ -122,12 +122,27 @@ type AttachmentFile struct {
 // MessageAttachmentFiles returns the attachments of a message whose
 // content is kept, with their bytes, in order.
 func (s *Store) MessageAttachmentFiles(ctx context.Context, messageID int64) ([]*AttachmentFile, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+prefixed("a.", attachmentColumns)+`, c.content
-		FROM attachments a JOIN attachment_contents c ON c.sha256 = a.sha256
-		WHERE a.message_id = $1 ORDER BY a.position, a.id`, messageID)
+	rows, err := s.db.Query(ctx, messageAttachmentFilesSQL, messageID)
 	if err != nil {
 		return nil, fmt.Errorf("attachments of message %d: %w", messageID, err)
 	}
+	return scanAttachmentFiles(rows, messageID)
+}
+
+// MessageAttachmentFiles queues MessageAttachmentFiles; into gets the files.
+func (b *Batch) MessageAttachmentFiles(messageID int64, into *[]*AttachmentFile) {
+	b.b.Queue(messageAttachmentFilesSQL, messageID).Query(func(rows pgx.Rows) error {
+		files, err := scanAttachmentFiles(rows, messageID)
+		*into = files
+		return err
+	})
+}
+
+var messageAttachmentFilesSQL = `SELECT ` + prefixed("a.", attachmentColumns) + `, c.content
+	FROM attachments a JOIN attachment_contents c ON c.sha256 = a.sha256
+	WHERE a.message_id = $1 ORDER BY a.position, a.id`
+
+func scanAttachmentFiles(rows pgx.Rows, messageID int64) ([]*AttachmentFile, error) {
 	files, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*AttachmentFile, error) {
 		var f AttachmentFile
 		a := &f.Attachment

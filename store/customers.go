@@ -53,6 +53,20 @@ func (s *Store) GetCustomer(ctx context.Context, id string) (*Customer, error) {
 	return c, nil
 }
 
+// CustomerOfTicket queues the read of the customer who opened the
+// ticket; into gets the customer.
+func (b *Batch) CustomerOfTicket(ticketID string, into *Customer) {
+	b.b.Queue(`SELECT `+customerColumns+` FROM customers WHERE id = (SELECT customer_id FROM tickets WHERE id = $1)`, ticketID).
+		QueryRow(func(row pgx.Row) error {
+			c, err := scanCustomer(row)
+			if err != nil {
+				return fmt.Errorf("customer of %s: %w", ticketID, err)
+			}
+			*into = *c
+			return nil
+		})
+}
+
 // UpsertCustomer adds the customer, or updates its email and name.
 func (s *Store) UpsertCustomer(ctx context.Context, p *InsertCustomerParams) error {
 	_, err := s.db.Exec(ctx,

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // IdempotencyKey is a caller's name for one creating request, and the answer
@@ -30,17 +32,25 @@ func (k *IdempotencyKey) Matches(fingerprint []byte) bool {
 // transaction ends, so it then sees the first answer. A key older than
 // retention is taken over as if new.
 func (s *Store) ClaimIdempotencyKey(ctx context.Context, actor, key string, fingerprint []byte, retention time.Duration) (claimed bool, err error) {
-	tag, err := s.db.Exec(ctx,
-		`INSERT INTO idempotency_keys (actor, key, fingerprint) VALUES ($1, $2, $3)
-		ON CONFLICT ON CONSTRAINT idempotency_keys_actor_key DO UPDATE
-			SET fingerprint = EXCLUDED.fingerprint, status = NULL, response = NULL, created_at = now()
-			WHERE idempotency_keys.created_at < now() - $4::interval`,
-		actor, key, fingerprint, retention)
+	tag, err := s.db.Exec(ctx, claimIdempotencyKeySQL, actor, key, fingerprint, retention)
 	if err != nil {
 		return false, fmt.Errorf("claim idempotency key: %w", interpretError(err))
 	}
 	return tag.RowsAffected() == 1, nil
 }
+
+// ClaimIdempotencyKey queues ClaimIdempotencyKey; claimed gets its answer.
+func (b *Batch) ClaimIdempotencyKey(actor, key string, fingerprint []byte, retention time.Duration, claimed *bool) {
+	b.b.Queue(claimIdempotencyKeySQL, actor, key, fingerprint, retention).Exec(func(tag pgconn.CommandTag) error {
+		*claimed = tag.RowsAffected() == 1
+		return nil
+	})
+}
+
+const claimIdempotencyKeySQL = `INSERT INTO idempotency_keys (actor, key, fingerprint) VALUES ($1, $2, $3)
+	ON CONFLICT ON CONSTRAINT idempotency_keys_actor_key DO UPDATE
+		SET fingerprint = EXCLUDED.fingerprint, status = NULL, response = NULL, created_at = now()
+		WHERE idempotency_keys.created_at < now() - $4::interval`
 
 // GetIdempotencyKey returns the key if it was claimed within retention, or ErrNotFound.
 func (s *Store) GetIdempotencyKey(ctx context.Context, actor, key string, retention time.Duration) (*IdempotencyKey, error) {
@@ -61,13 +71,18 @@ func (s *Store) GetIdempotencyKey(ctx context.Context, actor, key string, retent
 
 // SaveIdempotentResponse records the answer of the request that claimed the key.
 func (s *Store) SaveIdempotentResponse(ctx context.Context, actor, key string, status int, response []byte) error {
-	_, err := s.db.Exec(ctx, `UPDATE idempotency_keys SET status = $3, response = $4 WHERE actor = $1 AND key = $2`,
-		actor, key, status, response)
-	if err != nil {
+	if _, err := s.db.Exec(ctx, saveIdempotentResponseSQL, actor, key, status, response); err != nil {
 		return fmt.Errorf("save idempotent response: %w", interpretError(err))
 	}
 	return nil
 }
+
+// SaveIdempotentResponse queues SaveIdempotentResponse.
+func (b *Batch) SaveIdempotentResponse(actor, key string, status int, response []byte) {
+	b.b.Queue(saveIdempotentResponseSQL, actor, key, status, response).Exec(func(pgconn.CommandTag) error { return nil })
+}
+
+const saveIdempotentResponseSQL = `UPDATE idempotency_keys SET status = $3, response = $4 WHERE actor = $1 AND key = $2`
 
 // PruneIdempotencyKeys deletes keys older than retention and returns how many.
 func (s *Store) PruneIdempotencyKeys(ctx context.Context, retention time.Duration) (int64, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -55,6 +56,7 @@ type Message struct {
 
 // InsertMessageParams are the fields of a new message.
 type InsertMessageParams struct {
+	ID             int64 // from NextMessageID, or 0 to number it now
 	TicketID       string
 	Direction      string
 	Author         string
@@ -77,17 +79,11 @@ func scanMessage(row pgx.Row) (*Message, error) {
 
 // InsertMessage adds a message to a ticket; a Message-ID already stored is ErrConflict.
 func (s *Store) InsertMessage(ctx context.Context, p *InsertMessageParams) (*Message, error) {
-	var raw []byte
-	if p.RawEmail != nil {
-		var err error
-		if raw, err = gzipBytes(p.RawEmail); err != nil {
-			return nil, fmt.Errorf("insert message on %s: compress: %w", p.TicketID, err)
-		}
+	args, err := insertMessageArgs(p)
+	if err != nil {
+		return nil, err
 	}
-	m, err := scanMessage(s.db.QueryRow(ctx,
-		`INSERT INTO messages (ticket_id, direction, author, body, email_message_id, auto_submitted, raw_email)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+messageColumns,
-		p.TicketID, p.Direction, p.Author, p.Body, p.EmailMessageID, p.AutoSubmitted, raw))
+	m, err := scanMessage(s.db.QueryRow(ctx, insertMessageSQL, args...))
 	if err != nil {
 		return nil, fmt.Errorf("insert message on %s: %w", p.TicketID, err)
 	}
@@ -97,6 +93,60 @@ func (s *Store) InsertMessage(ctx context.Context, p *InsertMessageParams) (*Mes
 		}
 	}
 	return m, nil
+}
+
+// InsertMessage queues InsertMessage of a message without attachments
+// (InsertAttachments writes those afterwards); into gets the message.
+func (b *Batch) InsertMessage(p *InsertMessageParams, into *Message) {
+	if len(p.Attachments) > 0 {
+		b.fail(errBatchedAttachments)
+		return
+	}
+	args, err := insertMessageArgs(p)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	b.b.Queue(insertMessageSQL, args...).QueryRow(func(row pgx.Row) error {
+		m, err := scanMessage(row)
+		if err != nil {
+			return fmt.Errorf("insert message on %s: %w", p.TicketID, err)
+		}
+		*into = *m
+		return nil
+	})
+}
+
+// NextMessageID queues the numbering of a message not yet written, so
+// that rows that name it can be queued with it.
+func (b *Batch) NextMessageID(id *int64) {
+	b.b.Queue(`SELECT nextval(pg_get_serial_sequence('messages', 'id'))`).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(id); err != nil {
+			return fmt.Errorf("number a message: %w", err)
+		}
+		return nil
+	})
+}
+
+// The id is an identity column: a number taken by NextMessageID is written
+// over the system's value, and COALESCE takes a new one only without it.
+const insertMessageSQL = `INSERT INTO messages (id, ticket_id, direction, author, body, email_message_id, auto_submitted, raw_email)
+	OVERRIDING SYSTEM VALUE
+	VALUES (COALESCE($1, nextval(pg_get_serial_sequence('messages', 'id'))), $2, $3, $4, $5, $6, $7, $8) RETURNING ` + messageColumns
+
+func insertMessageArgs(p *InsertMessageParams) ([]any, error) {
+	var raw []byte
+	if p.RawEmail != nil {
+		var err error
+		if raw, err = gzipBytes(p.RawEmail); err != nil {
+			return nil, fmt.Errorf("insert message on %s: compress: %w", p.TicketID, err)
+		}
+	}
+	var id *int64
+	if p.ID != 0 {
+		id = &p.ID
+	}
+	return []any{id, p.TicketID, p.Direction, p.Author, p.Body, p.EmailMessageID, p.AutoSubmitted, raw}, nil
 }
 
 // RawEmail returns the email a message arrived as, byte for byte; nil if
@@ -184,48 +234,75 @@ const threadWindow = 40
 // stored before the first send, so without that clause a retry, or even the
 // first attempt, would cite the reply as its own ancestor.
 func (s *Store) ReplyThread(ctx context.Context, reply *Message) (*ThreadIDs, error) {
-	// Each part repeats the filter rather than sharing a CTE: a CTE used
-	// three times is materialised, which reads the whole ticket.
-	// Only the customer's side of the ticket: agent-side Message-IDs
-	// (notifications, agents' mail) never appear in mail to the customer.
-	const earlier = `FROM messages
-		WHERE ticket_id = $1 AND email_message_id IS NOT NULL AND id <> $2 AND created_at <= $3
-		  AND direction IN ('inbound', 'outbound', 'acknowledgement')`
-	rows, err := s.db.Query(ctx, `
-		(SELECT 'root', email_message_id, created_at, id `+earlier+` ORDER BY created_at, id LIMIT 1)
-		UNION ALL
-		(SELECT 'parent', email_message_id, created_at, id `+earlier+` AND direction = 'inbound'
-			ORDER BY created_at DESC, id DESC LIMIT 1)
-		UNION ALL
-		(SELECT * FROM (SELECT 'newest', email_message_id, created_at, id `+earlier+`
-			ORDER BY created_at DESC, id DESC LIMIT $4) newest ORDER BY created_at, id)`,
-		reply.TicketID, reply.ID, reply.CreatedAt, threadWindow)
+	rows, err := s.db.Query(ctx, replyThreadSQL, reply.TicketID, reply.ID, reply.CreatedAt, threadWindow)
 	if err != nil {
 		return nil, fmt.Errorf("thread of message %d: %w", reply.ID, err)
 	}
+	return scanThread(rows, reply.ID)
+}
+
+// ReplyThread queues ReplyThread; into gets the thread.
+func (b *Batch) ReplyThread(reply *Message, into *ThreadIDs) {
+	b.b.Queue(replyThreadSQL, reply.TicketID, reply.ID, reply.CreatedAt, threadWindow).Query(func(rows pgx.Rows) error {
+		t, err := scanThread(rows, reply.ID)
+		if err == nil {
+			*into = *t
+		}
+		return err
+	})
+}
+
+// Each part repeats the filter rather than sharing a CTE: a CTE used three
+// times is materialised, which reads the whole ticket. Only the customer's
+// side of the ticket: agent-side Message-IDs (notifications, agents' mail)
+// never appear in mail to the customer. The parent's part leaves out what
+// would let it use messages_customer_thread: without statistics (after a
+// burst of writes, before autovacuum analyses) the planner took that index
+// and walked back through every reply to find the one inbound message
+// (8,000 rows a mail in the email benchmark); only messages_ticket_direction
+// serves it now. Every inbound message has a Message-ID, minted if need be.
+const threadEarlier = `FROM messages
+	WHERE ticket_id = $1 AND email_message_id IS NOT NULL AND id <> $2 AND created_at <= $3
+	  AND direction IN ('inbound', 'outbound', 'acknowledgement')`
+
+const replyThreadSQL = `
+	(SELECT 'root', email_message_id, created_at, id ` + threadEarlier + ` ORDER BY created_at, id LIMIT 1)
+	UNION ALL
+	(SELECT 'parent', email_message_id, created_at, id FROM messages
+		WHERE ticket_id = $1 AND direction = 'inbound' AND id <> $2 AND created_at <= $3
+		ORDER BY created_at DESC, id DESC LIMIT 1)
+	UNION ALL
+	(SELECT * FROM (SELECT 'newest', email_message_id, created_at, id ` + threadEarlier + `
+		ORDER BY created_at DESC, id DESC LIMIT $4) newest ORDER BY created_at, id)`
+
+func scanThread(rows pgx.Rows, replyID int64) (*ThreadIDs, error) {
 	defer rows.Close()
 	t := &ThreadIDs{}
 	for rows.Next() {
-		var part, id string
+		var part string
+		var id *string
 		var at time.Time
 		var msgID int64
 		if err := rows.Scan(&part, &id, &at, &msgID); err != nil {
-			return nil, fmt.Errorf("thread of message %d: %w", reply.ID, err)
+			return nil, fmt.Errorf("thread of message %d: %w", replyID, err)
+		}
+		if id == nil {
+			continue // a parent without a Message-ID: the root stands in
 		}
 		switch part {
 		case "root":
-			t.Root = id
-			t.Earlier = append([]string{id}, t.Earlier...)
+			t.Root = *id
+			t.Earlier = append([]string{*id}, t.Earlier...)
 		case "newest":
-			if id != t.Root {
-				t.Earlier = append(t.Earlier, id)
+			if *id != t.Root {
+				t.Earlier = append(t.Earlier, *id)
 			}
 		case "parent":
-			t.Parent = id
+			t.Parent = *id
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("thread of message %d: %w", reply.ID, err)
+		return nil, fmt.Errorf("thread of message %d: %w", replyID, err)
 	}
 	if t.Parent == "" {
 		t.Parent = t.Root
@@ -236,23 +313,55 @@ func (s *Store) ReplyThread(ctx context.Context, reply *Message) (*ThreadIDs, er
 // QuotedMessage returns the customer's newest message before reply, the
 // one a reply quotes (machines' mail left out); ErrNotFound if none.
 func (s *Store) QuotedMessage(ctx context.Context, reply *Message) (*Message, error) {
-	m, err := scanMessage(s.db.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages
-		WHERE ticket_id = $1 AND direction = 'inbound' AND NOT auto_submitted AND id <> $2 AND created_at <= $3
-		ORDER BY created_at DESC, id DESC LIMIT 1`, reply.TicketID, reply.ID, reply.CreatedAt))
+	m, err := scanMessage(s.db.QueryRow(ctx, quotedMessageSQL, reply.TicketID, reply.ID, reply.CreatedAt))
 	if err != nil {
 		return nil, fmt.Errorf("message quoted by %d: %w", reply.ID, err)
 	}
 	return m, nil
 }
 
+// QuotedMessage queues QuotedMessage; into gets the message, or nil if none.
+func (b *Batch) QuotedMessage(reply *Message, into **Message) {
+	b.b.Queue(quotedMessageSQL, reply.TicketID, reply.ID, reply.CreatedAt).QueryRow(func(row pgx.Row) error {
+		m, err := scanMessage(row)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			*into = nil
+		case err != nil:
+			return fmt.Errorf("message quoted by %d: %w", reply.ID, err)
+		default:
+			*into = m
+		}
+		return nil
+	})
+}
+
+const quotedMessageSQL = `SELECT ` + messageColumns + ` FROM messages
+	WHERE ticket_id = $1 AND direction = 'inbound' AND NOT auto_submitted AND id <> $2 AND created_at <= $3
+	ORDER BY created_at DESC, id DESC LIMIT 1`
+
 // GetMessage returns the message with the given id, or ErrNotFound.
 func (s *Store) GetMessage(ctx context.Context, id int64) (*Message, error) {
-	m, err := scanMessage(s.db.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = $1`, id))
+	m, err := scanMessage(s.db.QueryRow(ctx, getMessageSQL, id))
 	if err != nil {
 		return nil, fmt.Errorf("get message %d: %w", id, err)
 	}
 	return m, nil
 }
+
+// GetMessage queues GetMessage; into gets the message.
+func (b *Batch) GetMessage(id int64, into *Message) {
+	b.b.Queue(getMessageSQL, id).QueryRow(func(row pgx.Row) error {
+		m, err := scanMessage(row)
+		if err != nil {
+			return fmt.Errorf("get message %d: %w", id, err)
+		}
+		*into = *m
+		return nil
+	})
+}
+
+const getMessageSQL = `SELECT ` + messageColumns + ` FROM messages WHERE id = $1`
 
 // TicketOfMessageIDs returns the ticket that holds the newest of the
 // messages with these Message-IDs, sent or received; ErrNotFound if none.

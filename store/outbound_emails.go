@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Delivery states of an outbound message.
@@ -117,7 +118,7 @@ func scanOutbound(row pgx.Row) (*OutboundEmail, error) {
 
 // GetOutboundEmail returns a delivery with its recipients, or ErrNotFound.
 func (s *Store) GetOutboundEmail(ctx context.Context, messageID int64) (*OutboundEmail, error) {
-	e, err := scanOutbound(s.db.QueryRow(ctx, `SELECT `+outboundColumns+` FROM outbound_emails WHERE message_id = $1`, messageID))
+	e, err := scanOutbound(s.db.QueryRow(ctx, getOutboundSQL, messageID))
 	if err != nil {
 		return nil, fmt.Errorf("get outbound email %d: %w", messageID, err)
 	}
@@ -128,6 +129,25 @@ func (s *Store) GetOutboundEmail(ctx context.Context, messageID int64) (*Outboun
 	e.Recipients = byMessage[messageID]
 	return e, nil
 }
+
+// GetOutboundEmail queues GetOutboundEmail; into gets the delivery.
+func (b *Batch) GetOutboundEmail(messageID int64, into *OutboundEmail) {
+	b.b.Queue(getOutboundSQL, messageID).QueryRow(func(row pgx.Row) error {
+		e, err := scanOutbound(row)
+		if err != nil {
+			return fmt.Errorf("get outbound email %d: %w", messageID, err)
+		}
+		*into = *e
+		return nil
+	})
+	b.b.Queue(recipientsSQL, []int64{messageID}).Query(func(rows pgx.Rows) error {
+		byMessage, err := scanRecipients(rows)
+		into.Recipients = byMessage[messageID]
+		return err
+	})
+}
+
+const getOutboundSQL = `SELECT ` + outboundColumns + ` FROM outbound_emails WHERE message_id = $1`
 
 // ListOutboundEmails returns the deliveries of a ticket's outbound
 // messages, by message id.
@@ -158,12 +178,18 @@ func (s *Store) ListOutboundEmails(ctx context.Context, ticketID string) (map[in
 }
 
 func (s *Store) recipients(ctx context.Context, messageIDs []int64) (map[int64][]*Recipient, error) {
-	rows, err := s.db.Query(ctx, `SELECT message_id, address, display_name, kind, state, smtp_code, smtp_enhanced, smtp_text, sent_at,
-			EXISTS (SELECT 1 FROM suppressions p WHERE p.address = lower(r.address) AND p.expires_at > now())
-		FROM outbound_recipients r WHERE message_id = ANY($1) ORDER BY message_id, kind DESC, address`, messageIDs)
+	rows, err := s.db.Query(ctx, recipientsSQL, messageIDs)
 	if err != nil {
 		return nil, fmt.Errorf("list recipients: %w", err)
 	}
+	return scanRecipients(rows)
+}
+
+const recipientsSQL = `SELECT message_id, address, display_name, kind, state, smtp_code, smtp_enhanced, smtp_text, sent_at,
+		EXISTS (SELECT 1 FROM suppressions p WHERE p.address = lower(r.address) AND p.expires_at > now())
+	FROM outbound_recipients r WHERE message_id = ANY($1) ORDER BY message_id, kind DESC, address`
+
+func scanRecipients(rows pgx.Rows) (map[int64][]*Recipient, error) {
 	defer rows.Close()
 	out := map[int64][]*Recipient{}
 	for rows.Next() {
@@ -180,14 +206,24 @@ func (s *Store) recipients(ctx context.Context, messageIDs []int64) (map[int64][
 // SaveRendered keeps the message's bytes and thread headers, unless an
 // earlier attempt kept them already; saved says whether these were kept.
 func (s *Store) SaveRendered(ctx context.Context, messageID int64, inReplyTo string, references []string, rendered []byte) (saved bool, err error) {
-	tag, err := s.db.Exec(ctx, `UPDATE outbound_emails
-		SET rendered = $2, in_reply_to = $3, reference_ids = $4, rendered_at = now(), updated_at = now()
-		WHERE message_id = $1 AND rendered IS NULL`, messageID, rendered, inReplyTo, references)
+	tag, err := s.db.Exec(ctx, saveRenderedSQL, messageID, rendered, inReplyTo, references)
 	if err != nil {
 		return false, fmt.Errorf("save rendered email %d: %w", messageID, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
+
+// SaveRendered queues SaveRendered; saved gets its answer.
+func (b *Batch) SaveRendered(messageID int64, inReplyTo string, references []string, rendered []byte, saved *bool) {
+	b.b.Queue(saveRenderedSQL, messageID, rendered, inReplyTo, references).Exec(func(tag pgconn.CommandTag) error {
+		*saved = tag.RowsAffected() == 1
+		return nil
+	})
+}
+
+const saveRenderedSQL = `UPDATE outbound_emails
+	SET rendered = $2, in_reply_to = $3, reference_ids = $4, rendered_at = now(), updated_at = now()
+	WHERE message_id = $1 AND rendered IS NULL`
 
 // MarkSending records that an attempt starts, and counts it.
 func (s *Store) MarkSending(ctx context.Context, messageID int64, resendsUncertain bool) error {
@@ -220,30 +256,51 @@ type AttemptResult struct {
 	Recipients     []RecipientResult
 }
 
-// RecordAttempt stores an attempt's outcome for the message and its recipients.
+// RecordAttempt stores an attempt's outcome for the message and its
+// recipients, in one statement.
 func (s *Store) RecordAttempt(ctx context.Context, messageID int64, r *AttemptResult) error {
-	for _, rr := range r.Recipients {
-		_, err := s.db.Exec(ctx, `UPDATE outbound_recipients
-			SET state = $3, smtp_code = NULLIF($4, 0), smtp_enhanced = NULLIF($5, ''), smtp_text = NULLIF($6, ''),
-			    sent_at = CASE WHEN $3 IN ('sent', 'captured') THEN now() ELSE sent_at END, updated_at = now()
-			WHERE message_id = $1 AND address = $2`,
-			messageID, rr.Address, rr.State, rr.SMTPCode, rr.SMTPEnhanced, rr.SMTPText)
-		if err != nil {
-			return fmt.Errorf("record recipient %s of %d: %w", rr.Address, messageID, err)
-		}
-	}
-	// A delayed message stays delayed while it is still being tried.
-	_, err := s.db.Exec(ctx, `UPDATE outbound_emails
-		SET state = CASE WHEN delayed_at IS NOT NULL AND $2 IN ('queued', 'sending', 'uncertain') THEN 'delayed' ELSE $2 END,
-		    last_error = COALESCE(NULLIF($3, ''), last_error), smtp_reply = COALESCE(NULLIF($4, ''), smtp_reply),
-		    relay_message_id = COALESCE(NULLIF($5, ''), relay_message_id),
-		    sent_at = CASE WHEN $2 IN ('sent', 'partially_sent', 'captured') AND sent_at IS NULL THEN now() ELSE sent_at END,
-		    updated_at = now()
-		WHERE message_id = $1`, messageID, r.State, r.LastError, r.SMTPReply, r.RelayMessageID)
-	if err != nil {
+	if _, err := s.db.Exec(ctx, recordAttemptSQL, recordAttemptArgs(messageID, r)...); err != nil {
 		return fmt.Errorf("record attempt of %d: %w", messageID, err)
 	}
 	return nil
+}
+
+// RecordAttempt queues RecordAttempt.
+func (b *Batch) RecordAttempt(messageID int64, r *AttemptResult) {
+	b.b.Queue(recordAttemptSQL, recordAttemptArgs(messageID, r)...)
+}
+
+// A delayed message stays delayed while it is still being tried.
+const recordAttemptSQL = `WITH recipients AS (
+		UPDATE outbound_recipients o
+		SET state = x.state, smtp_code = NULLIF(x.code, 0), smtp_enhanced = NULLIF(x.enhanced, ''), smtp_text = NULLIF(x.text, ''),
+		    sent_at = CASE WHEN x.state IN ('sent', 'captured') THEN now() ELSE o.sent_at END, updated_at = now()
+		FROM unnest($6::text[], $7::text[], $8::int[], $9::text[], $10::text[]) x(address, state, code, enhanced, text)
+		WHERE o.message_id = $1 AND o.address = x.address
+	)
+	UPDATE outbound_emails
+	SET state = CASE WHEN delayed_at IS NOT NULL AND $2 IN ('queued', 'sending', 'uncertain') THEN 'delayed' ELSE $2 END,
+	    last_error = COALESCE(NULLIF($3, ''), last_error), smtp_reply = COALESCE(NULLIF($4, ''), smtp_reply),
+	    relay_message_id = COALESCE(NULLIF($5, ''), relay_message_id),
+	    sent_at = CASE WHEN $2 IN ('sent', 'partially_sent', 'captured') AND sent_at IS NULL THEN now() ELSE sent_at END,
+	    updated_at = now()
+	WHERE message_id = $1`
+
+// recordAttemptArgs lists each recipient once, its last result winning.
+func recordAttemptArgs(messageID int64, r *AttemptResult) []any {
+	var addresses, states, enhanced, texts []string
+	var codes []int32
+	at := map[string]int{}
+	for _, rr := range r.Recipients {
+		if i, ok := at[rr.Address]; ok {
+			states[i], codes[i], enhanced[i], texts[i] = rr.State, int32(rr.SMTPCode), rr.SMTPEnhanced, rr.SMTPText
+			continue
+		}
+		at[rr.Address] = len(addresses)
+		addresses, states, codes = append(addresses, rr.Address), append(states, rr.State), append(codes, int32(rr.SMTPCode))
+		enhanced, texts = append(enhanced, rr.SMTPEnhanced), append(texts, rr.SMTPText)
+	}
+	return []any{messageID, r.State, r.LastError, r.SMTPReply, r.RelayMessageID, addresses, states, codes, enhanced, texts}
 }
 
 // MarkDelayed shows the message as delayed and, for a reply to the

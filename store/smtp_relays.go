@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // RelayGate is what a job may do with the relay now.
@@ -47,8 +49,7 @@ func (s *Store) EnterRelay(ctx context.Context, relay string, lease time.Duratio
 	// A relay that never failed, or whose trouble is over, is the common
 	// case: a plain read, no lock and no write.
 	var troubled bool
-	err := s.db.QueryRow(ctx, `SELECT slowdowns > 0 OR not_before > now() OR probe_until IS NOT NULL FROM smtp_relays WHERE relay = $1`,
-		relay).Scan(&troubled)
+	err := s.db.QueryRow(ctx, relayTroubledSQL, relay).Scan(&troubled)
 	if err = interpretError(err); errors.Is(err, ErrNotFound) || (err == nil && !troubled) {
 		return RelayGate{}, nil
 	}
@@ -86,6 +87,25 @@ func (s *Store) EnterRelay(ctx context.Context, relay string, lease time.Duratio
 	g.Troubled, g.Probing = g.Faults > 0, probing
 	return g, nil
 }
+
+// RelayTroubled queues the plain read that EnterRelay starts with:
+// troubled is false for a relay that never failed or whose trouble is
+// over, which any job may use without EnterRelay.
+func (b *Batch) RelayTroubled(relay string, troubled *bool) {
+	b.b.Queue(relayTroubledSQL, relay).QueryRow(func(row pgx.Row) error {
+		err := interpretError(row.Scan(troubled))
+		if errors.Is(err, ErrNotFound) {
+			*troubled = false
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("relay %s: %w", relay, err)
+		}
+		return nil
+	})
+}
+
+const relayTroubledSQL = `SELECT slowdowns > 0 OR not_before > now() OR probe_until IS NOT NULL FROM smtp_relays WHERE relay = $1`
 
 // RecordRelayFault pauses the relay after it failed (no connection, no
 // greeting, a failed TLS handshake) or asked us to slow down, and returns

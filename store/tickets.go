@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -49,10 +50,15 @@ const (
 
 // InsertTicketParams are the fields of a new ticket.
 type InsertTicketParams struct {
-	CustomerID string
-	Subject    string
-	FollowUpOf string // the closed ticket this one follows, if any
+	ID          string // from NextTicketID, or empty to number it now
+	CustomerID  string
+	Subject     string
+	FollowUpOf  string // the closed ticket this one follows, if any
+	TriageJobID *int64 // the job queued to triage it, when known before the ticket is written
 }
+
+// ErrUnknownCustomer is a ticket for a customer that does not exist.
+var ErrUnknownCustomer = fmt.Errorf("unknown customer: %w", ErrConflict)
 
 // TicketStatuses are the values of Ticket.Status.
 var TicketStatuses = []string{"open", "pending", "solved", "closed"}
@@ -71,25 +77,76 @@ func scanTicket(row pgx.Row) (*Ticket, error) {
 }
 
 // InsertTicket opens a ticket and numbers it, its first message from the
-// customer written now; an unknown customer is ErrConflict.
+// customer written now; an unknown customer is ErrUnknownCustomer.
 func (s *Store) InsertTicket(ctx context.Context, p *InsertTicketParams) (*Ticket, error) {
-	t, err := scanTicket(s.db.QueryRow(ctx,
-		`INSERT INTO tickets (customer_id, subject, follow_up_of, last_customer_message_at) VALUES ($1, $2, $3, now()) RETURNING `+ticketColumns,
-		p.CustomerID, p.Subject, nullIfEmpty(p.FollowUpOf)))
-	if err != nil {
+	return insertedTicket(p, s.db.QueryRow(ctx, insertTicketSQL, insertTicketArgs(p)...))
+}
+
+// InsertTicket queues InsertTicket; into gets the ticket.
+func (b *Batch) InsertTicket(p *InsertTicketParams, into *Ticket) {
+	b.b.Queue(insertTicketSQL, insertTicketArgs(p)...).QueryRow(func(row pgx.Row) error {
+		t, err := insertedTicket(p, row)
+		if err == nil {
+			*into = *t
+		}
+		return err
+	})
+}
+
+// COALESCE evaluates nextval only when the caller brings no number.
+const insertTicketSQL = `INSERT INTO tickets (id, customer_id, subject, follow_up_of, triage_job_id, last_customer_message_at)
+	VALUES (COALESCE($1, 'T-' || nextval('ticket_number_seq')), $2, $3, $4, $5, now()) RETURNING ` + ticketColumns
+
+func insertTicketArgs(p *InsertTicketParams) []any {
+	return []any{nullIfEmpty(p.ID), p.CustomerID, p.Subject, nullIfEmpty(p.FollowUpOf), p.TriageJobID}
+}
+
+func insertedTicket(p *InsertTicketParams, row pgx.Row) (*Ticket, error) {
+	t, err := scanTicket(row)
+	var ce *constraintError
+	switch {
+	case errors.As(err, &ce) && ce.constraint == "tickets_customer_id_fkey":
+		return nil, fmt.Errorf("insert ticket for %s: %w", p.CustomerID, ErrUnknownCustomer)
+	case err != nil:
 		return nil, fmt.Errorf("insert ticket for %s: %w", p.CustomerID, err)
 	}
 	return t, nil
 }
 
+// NextTicketID queues the numbering of a ticket not yet written, so that
+// the rows that name it can be queued before it exists; now gets the
+// transaction's time, which will be the ticket's created_at.
+func (b *Batch) NextTicketID(id *string, now *time.Time) {
+	b.b.Queue(`SELECT 'T-' || nextval('ticket_number_seq'), now()`).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(id, now); err != nil {
+			return fmt.Errorf("number a ticket: %w", err)
+		}
+		return nil
+	})
+}
+
 // GetTicket returns the ticket with the given id, or ErrNotFound.
 func (s *Store) GetTicket(ctx context.Context, id string) (*Ticket, error) {
-	t, err := scanTicket(s.db.QueryRow(ctx, `SELECT `+ticketColumns+` FROM tickets WHERE id = $1`, id))
+	t, err := scanTicket(s.db.QueryRow(ctx, getTicketSQL, id))
 	if err != nil {
 		return nil, fmt.Errorf("get ticket %s: %w", id, err)
 	}
 	return t, nil
 }
+
+// GetTicket queues GetTicket; into gets the ticket.
+func (b *Batch) GetTicket(id string, into *Ticket) {
+	b.b.Queue(getTicketSQL, id).QueryRow(func(row pgx.Row) error {
+		t, err := scanTicket(row)
+		if err != nil {
+			return fmt.Errorf("get ticket %s: %w", id, err)
+		}
+		*into = *t
+		return nil
+	})
+}
+
+const getTicketSQL = `SELECT ` + ticketColumns + ` FROM tickets WHERE id = $1`
 
 // SetTicketTriageJob records which job triages the ticket.
 func (s *Store) SetTicketTriageJob(ctx context.Context, id string, jobID int64) error {

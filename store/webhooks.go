@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Webhook is an endpoint that receives events.
@@ -97,21 +98,44 @@ type NewWebhookEvent struct {
 // InsertWebhookEvents records events, in order, in one statement: those
 // of a type some endpoint subscribes to.
 func (s *Store) InsertWebhookEvents(ctx context.Context, events []NewWebhookEvent) error {
-	types := make([]string, len(events))
-	payloads := make([]string, len(events))
-	for i, e := range events {
-		payload, err := json.Marshal(e.Data)
-		if err != nil {
-			return fmt.Errorf("webhook event %s: %w", e.Type, err)
-		}
-		types[i], payloads[i] = e.Type, string(payload)
+	types, payloads, err := webhookEventArgs(events)
+	if err != nil {
+		return err
 	}
-	if _, err := s.db.Exec(ctx, `INSERT INTO webhook_events (type, payload)
-		SELECT e.type, e.payload::jsonb FROM unnest($1::text[], $2::text[]) WITH ORDINALITY e(type, payload, n)
-		WHERE EXISTS (SELECT 1 FROM webhooks WHERE e.type = ANY(events)) ORDER BY e.n`, types, payloads); err != nil {
+	if _, err := s.db.Exec(ctx, insertWebhookEventsSQL, types, payloads); err != nil {
 		return fmt.Errorf("webhook events: %w", interpretError(err))
 	}
 	return nil
+}
+
+// InsertWebhookEvents queues InsertWebhookEvents; none queues nothing.
+func (b *Batch) InsertWebhookEvents(events []NewWebhookEvent) {
+	if len(events) == 0 {
+		return
+	}
+	types, payloads, err := webhookEventArgs(events)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	b.b.Queue(insertWebhookEventsSQL, types, payloads).Exec(func(pgconn.CommandTag) error { return nil })
+}
+
+const insertWebhookEventsSQL = `INSERT INTO webhook_events (type, payload)
+	SELECT e.type, e.payload::jsonb FROM unnest($1::text[], $2::text[]) WITH ORDINALITY e(type, payload, n)
+	WHERE EXISTS (SELECT 1 FROM webhooks WHERE e.type = ANY(events)) ORDER BY e.n`
+
+func webhookEventArgs(events []NewWebhookEvent) (types, payloads []string, err error) {
+	types = make([]string, len(events))
+	payloads = make([]string, len(events))
+	for i, e := range events {
+		payload, err := json.Marshal(e.Data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("webhook event %s: %w", e.Type, err)
+		}
+		types[i], payloads[i] = e.Type, string(payload)
+	}
+	return types, payloads, nil
 }
 
 // ClaimWebhookEvents locks up to limit events not yet dispatched, oldest

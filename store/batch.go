@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Batch gathers statements, each table's queued by the method in that
+// table's file, to send in one round trip: pgx pipelines them, they run in
+// order, and the first error stops the rest. The intake writes a ticket,
+// its first message, its events and the request's answer this way.
+type Batch struct {
+	b   pgx.Batch
+	err error // a statement that could not be queued; Send returns it
+}
+
+// fail records why a statement could not be queued; the first reason wins.
+func (b *Batch) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// Len is the number of statements queued.
+func (b *Batch) Len() int { return b.b.Len() }
+
+// Send runs the batch on the store's connection or transaction. Each
+// statement's result reaches where its queuing method said; the first
+// error is returned, and in a transaction it aborts the transaction.
+func (s *Store) Send(ctx context.Context, b *Batch) error {
+	if b.err != nil {
+		return b.err
+	}
+	if b.b.Len() == 0 {
+		return nil
+	}
+	return batchError(s.db.SendBatch(ctx, &b.b).Close())
+}
+
+// batchError interprets the driver's error of a statement that had no
+// method of ours to do it.
+func batchError(err error) error {
+	var ce *constraintError
+	if err == nil || errors.As(err, &ce) {
+		return err
+	}
+	return interpretError(err)
+}
+
+// errBatchedAttachments: a message's attachments need its id and several
+// statements each; they are written by InsertAttachments after the batch.
+var errBatchedAttachments = errors.New("store: a batched message does not write attachments; write them with InsertAttachments")
+
+// BeginBatch returns a batch whose first statement begins a transaction:
+// InTx sends it, so the transaction's first statements cost no round trip
+// of their own.
+func BeginBatch() *Batch {
+	b := &Batch{}
+	b.b.BeginTx(pgx.TxOptions{})
+	return b
+}
+
+// InTx begins a transaction on pool with first (from BeginBatch) and its
+// statements, runs fn in it, and commits; an error from either rolls it
+// back and is returned.
+func InTx(ctx context.Context, pool *pgxpool.Pool, first *Batch, fn func(tx pgx.Tx) error) error {
+	if first.err != nil {
+		return first.err
+	}
+	br := pool.SendBatch(ctx, &first.b)
+	tx := br.Tx()
+	if tx == nil {
+		err := br.Close()
+		if err == nil {
+			err = errors.New("store: InTx needs a batch from BeginBatch")
+		}
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // nothing after Commit
+	if err := br.Close(); err != nil {
+		return batchError(err)
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}

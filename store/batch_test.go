@@ -1,0 +1,118 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"helpdesk/store"
+	"helpdesk/store/storetest"
+)
+
+func TestBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.NewPool(t)
+	st := store.New(pool)
+	if _, err := st.InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	count := func(t *testing.T, table string) (n int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	t.Run("NumbersTakenFirstNameTheRowsWrittenLater", func(t *testing.T) {
+		var (
+			ticketID  string
+			messageID int64
+			now       time.Time
+			claimed   bool
+			ticket    store.Ticket
+			message   store.Message
+		)
+		first := store.BeginBatch()
+		first.ClaimIdempotencyKey("customer:C-0001", "k1", []byte("fp"), time.Hour, &claimed)
+		first.NextTicketID(&ticketID, &now)
+		first.NextMessageID(&messageID)
+		err := store.InTx(ctx, pool, first, func(tx pgx.Tx) error {
+			if !claimed || ticketID == "" || messageID == 0 {
+				t.Errorf("after the first batch: claimed %v, ticket %q, message %d", claimed, ticketID, messageID)
+			}
+			var b store.Batch
+			b.InsertTicket(&store.InsertTicketParams{ID: ticketID, CustomerID: "C-0001", Subject: "Hello"}, &ticket)
+			b.InsertMessage(&store.InsertMessageParams{ID: messageID, TicketID: ticketID, Direction: store.DirectionInbound, Author: "customer:C-0001", Body: "Hi"}, &message)
+			b.SaveIdempotentResponse("customer:C-0001", "k1", 202, []byte(`{}`))
+			return store.New(tx).Send(ctx, &b)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ticket.ID != ticketID || !ticket.CreatedAt.Equal(now) || message.ID != messageID || message.TicketID != ticketID {
+			t.Errorf("wrote ticket %s at %v and message %d on %s; numbers were %s at %v and %d",
+				ticket.ID, ticket.CreatedAt, message.ID, message.TicketID, ticketID, now, messageID)
+		}
+		// A message numbered by the database afterwards does not collide.
+		next, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticketID, Direction: store.DirectionNote, Author: "agent:alice", Body: "n"})
+		if err != nil || next.ID <= messageID {
+			t.Errorf("next message %v (%v), want an id after %d", next, err, messageID)
+		}
+		key, err := st.GetIdempotencyKey(ctx, "customer:C-0001", "k1", time.Hour)
+		if err != nil || key.Status != 202 {
+			t.Errorf("saved key %+v (%v), want status 202", key, err)
+		}
+	})
+
+	t.Run("AnErrorInTheLastBatchRollsEverythingBack", func(t *testing.T) {
+		tickets, keys := count(t, "tickets"), count(t, "idempotency_keys")
+		var claimed bool
+		var ticket store.Ticket
+		first := store.BeginBatch()
+		first.ClaimIdempotencyKey("customer:C-0001", "k2", []byte("fp"), time.Hour, &claimed)
+		err := store.InTx(ctx, pool, first, func(tx pgx.Tx) error {
+			var b store.Batch
+			b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Kept?"}, &ticket)
+			b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-9999", Subject: "Nobody's"}, &ticket)
+			return store.New(tx).Send(ctx, &b)
+		})
+		if !errors.Is(err, store.ErrUnknownCustomer) || !errors.Is(err, store.ErrConflict) {
+			t.Errorf("err = %v, want ErrUnknownCustomer, an ErrConflict", err)
+		}
+		if count(t, "tickets") != tickets || count(t, "idempotency_keys") != keys {
+			t.Error("a failed transaction left rows behind")
+		}
+	})
+
+	t.Run("AFailureInTheFirstBatchRunsNothing", func(t *testing.T) {
+		var ran bool
+		var ticket store.Ticket
+		first := store.BeginBatch()
+		first.InsertTicket(&store.InsertTicketParams{CustomerID: "C-9999", Subject: "Nobody's"}, &ticket)
+		err := store.InTx(ctx, pool, first, func(pgx.Tx) error { ran = true; return nil })
+		if !errors.Is(err, store.ErrUnknownCustomer) || ran {
+			t.Errorf("err = %v, ran = %v; want ErrUnknownCustomer and nothing run", err, ran)
+		}
+	})
+
+	t.Run("ABatchedMessageRefusesAttachments", func(t *testing.T) {
+		var b store.Batch
+		var m store.Message
+		b.InsertMessage(&store.InsertMessageParams{TicketID: "T-1", Direction: store.DirectionInbound, Author: "x", Body: "b",
+			Attachments: []*store.NewAttachment{{Filename: "a.txt", Content: []byte("a")}}}, &m)
+		if err := st.Send(ctx, &b); err == nil {
+			t.Error("a batched message with attachments was sent; its attachments would be lost")
+		}
+	})
+
+	t.Run("InTxNeedsABeginBatch", func(t *testing.T) {
+		if err := store.InTx(ctx, pool, &store.Batch{}, func(pgx.Tx) error { return nil }); err == nil {
+			t.Error("InTx ran without a transaction")
+		}
+	})
+}
