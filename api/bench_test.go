@@ -44,6 +44,20 @@ func BenchmarkCreateTicket(b *testing.B) {
 		})
 	})
 
+	// 100 connections at half the rate that 16 clients reached, each
+	// request sent on its schedule whether or not the last one answered:
+	// the latency an agent sees on a busy day, not at saturation (where,
+	// closed-loop, it is only 100 ÷ the rate).
+	b.Run("NewKeys100ConnectionsHalfLoad", func(b *testing.B) {
+		ib := setupIntake(b, 0)
+		capacity := bareRate(b, 16, 2000, func(i int64) error {
+			return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("warm-%d", i))
+		})
+		measureOpenLoop(b, 100, capacity/2, func(i int64) error {
+			return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("key-%d", i))
+		})
+	})
+
 	b.Run("Replays", func(b *testing.B) {
 		ib := setupIntake(b, 0)
 		body := ticketBody("C-0022", "Late parcel")
@@ -76,23 +90,10 @@ func (b *intakeBundle) post(body []byte, idemKey string) error {
 // bareInserts makes n one-row INSERTs into tickets from clients
 // goroutines and returns how many a second.
 func bareInserts(b *testing.B, ib *intakeBundle, n, clients int) float64 {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	begin := time.Now()
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if _, err := ib.Pool.Exec(ib.Ctx, `INSERT INTO tickets (customer_id, subject) VALUES ('C-0022', 'Late parcel')`); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return float64(n) / time.Since(begin).Seconds()
+	return bareRate(b, clients, n, func(int64) error {
+		_, err := ib.Pool.Exec(ib.Ctx, `INSERT INTO tickets (customer_id, subject) VALUES ('C-0022', 'Late parcel')`)
+		return err
+	})
 }
 
 // measure runs op from perCPU goroutines a CPU (8 on two cores: 16
@@ -130,4 +131,71 @@ func measure(b *testing.B, perCPU int, op func(i int64) error) float64 {
 	b.ReportMetric(rate, "req/s")
 	b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
 	return rate
+}
+
+// bareRate runs op n times from clients goroutines and returns how many a second.
+func bareRate(b *testing.B, clients, n int, op func(i int64) error) float64 {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				if err := op(i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n) / time.Since(begin).Seconds()
+}
+
+// measureOpenLoop sends b.N requests from conns goroutines at rate a
+// second in all, each on its own schedule (a late answer does not delay
+// the next request), and reports the rate reached and the p99 latency,
+// counted from when each request was due.
+func measureOpenLoop(b *testing.B, conns int, rate float64, op func(i int64) error) {
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		seq       atomic.Int64
+		wg        sync.WaitGroup
+	)
+	interval := time.Duration(float64(conns) / rate * float64(time.Second))
+	b.ResetTimer()
+	start := time.Now()
+	for c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			due := start.Add(interval * time.Duration(c) / time.Duration(conns)) // spread the first requests
+			var mine []time.Duration
+			for i := seq.Add(1); i <= int64(b.N); i = seq.Add(1) {
+				time.Sleep(time.Until(due))
+				if err := op(i); err != nil {
+					b.Error(err)
+					return
+				}
+				mine = append(mine, time.Since(due))
+				due = due.Add(interval)
+			}
+			mu.Lock()
+			latencies = append(latencies, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if len(latencies) == 0 {
+		return
+	}
+	slices.Sort(latencies)
+	b.ReportMetric(float64(len(latencies))/elapsed.Seconds(), "req/s")
+	b.ReportMetric(rate, "offered_req/s")
+	b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
 }

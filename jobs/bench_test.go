@@ -35,27 +35,7 @@ func BenchmarkTriageThroughput(b *testing.B) {
 	const workers, cooldown = 50, time.Millisecond
 
 	b.Run("RiverNoopBaseline", func(b *testing.B) {
-		bundle := jobstest.Setup(b)
-		ws := river.NewWorkers()
-		river.AddWorker(ws, river.WorkFunc(func(ctx context.Context, job *river.Job[noopArgs]) error { return nil }))
-		client, err := river.NewClient(riverpgxv5.New(bundle.Pool), &river.Config{
-			Logger:            jobstest.Logger(),
-			Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
-			Workers:           ws,
-			FetchPollInterval: 50 * time.Millisecond,
-			FetchCooldown:     cooldown,
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		params := make([]river.InsertManyParams, b.N)
-		for i := range params {
-			params[i] = river.InsertManyParams{Args: noopArgs{}}
-		}
-		if _, err := client.InsertMany(bundle.Ctx, params); err != nil {
-			b.Fatal(err)
-		}
-		runUntilCompleted(b, bundle.Pool, noopArgs{}.Kind(), "jobs/s", b.N, client.Start, client.Stop)
+		runNoops(b, river.QueueDefault, workers, cooldown)
 	})
 
 	b.Run("Triage", func(b *testing.B) {
@@ -68,6 +48,32 @@ func BenchmarkTriageThroughput(b *testing.B) {
 			b.Errorf("provider calls = %d, want %d", calls, 3*b.N)
 		}
 	})
+}
+
+// runNoops works b.N jobs that do nothing on a River client of its own
+// with the given queue, workers and fetch cooldown, and returns jobs/s.
+func runNoops(b *testing.B, queue string, workers int, cooldown time.Duration) float64 {
+	bundle := jobstest.Setup(b)
+	ws := river.NewWorkers()
+	river.AddWorker(ws, river.WorkFunc(func(ctx context.Context, job *river.Job[noopArgs]) error { return nil }))
+	client, err := river.NewClient(riverpgxv5.New(bundle.Pool), &river.Config{
+		Logger:            jobstest.Logger(),
+		Queues:            map[string]river.QueueConfig{queue: {MaxWorkers: workers}},
+		Workers:           ws,
+		FetchPollInterval: 50 * time.Millisecond,
+		FetchCooldown:     cooldown,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	params := make([]river.InsertManyParams, b.N)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: noopArgs{}, InsertOpts: &river.InsertOpts{Queue: queue}}
+	}
+	if _, err := client.InsertMany(bundle.Ctx, params); err != nil {
+		b.Fatal(err)
+	}
+	return runUntilCompleted(b, bundle.Pool, noopArgs{}.Kind(), "jobs/s", b.N, client.Start, client.Stop)
 }
 
 // runUntilCompleted times from start until n jobs are completed and reports
@@ -187,6 +193,14 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		b.ReportMetric(bare, "baseline_emails/s")
 		b.ReportMetric(rate/bare, "ratio")
 	}
+	// River's own ceiling at serve's settings, for scale: the same number
+	// of jobs that do nothing, against the same bare sender.
+	b.Run("RiverNoopAsShipped", func(b *testing.B) {
+		rate := runNoops(b, jobs.QueueEmail, 20, jobs.DefaultFetchCooldown)
+		bare := bareSend(b, smtptest.Start(b), b.N, workers)
+		b.ReportMetric(bare, "baseline_emails/s")
+		b.ReportMetric(rate/bare, "ratio")
+	})
 	b.Run("WholePathAsShipped", func(b *testing.B) { wholePath(b, nil, true) })
 	b.Run("WholePath", func(b *testing.B) { wholePath(b, nil, false) })
 	b.Run("WholePathWithAttachment", func(b *testing.B) { wholePath(b, bytes.Repeat([]byte("%PDF-1.4 \x00\xff"), 100<<10/12), false) })

@@ -86,28 +86,13 @@ type stepResult struct {
 
 // Work runs the steps the job has no result for yet.
 func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) error {
-	// Everything the steps read, in one read-only transaction: one commit
-	// where six reads each made one.
+	// Everything the steps read, in one round trip.
 	var (
 		done []string
 		pt   *provider.Ticket
 		free bool // the provider's row, read with the rest, lets the first call go
 	)
-	err := pgx.BeginTxFunc(ctx, w.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		st := store.New(tx)
-		ticket, err := st.GetTicket(ctx, job.Args.TicketID)
-		if err != nil {
-			return err
-		}
-		if done, err = st.AIRunTasks(ctx, job.ID); err != nil {
-			return err
-		}
-		if pt, err = w.groundTicket(ctx, st, ticket); err != nil {
-			return err
-		}
-		free, err = st.ProviderFree(ctx, w.gate.name)
-		return err
-	})
+	pt, err := w.load(ctx, job, &done, &free)
 	if errors.Is(err, store.ErrNotFound) {
 		return river.JobCancel(fmt.Errorf("TicketNotFound: ticket %s does not exist", job.Args.TicketID))
 	}
@@ -215,23 +200,26 @@ func jitter(b Backoff, wait time.Duration) time.Duration {
 // results saved and still be running.
 //
 // Before the next step, it reads in the same transaction whether the
-// provider is free, so that the next call needs no read of its own.
+// provider is free, so that the next call needs no read of its own; that
+// read and the result's insert go with BEGIN.
 func (w *TriageWorker) save(ctx context.Context, job *river.Job[TriageArgs], task string, r stepResult, last bool) (free bool, err error) {
-	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+	var inserted bool
+	first := store.BeginBatch()
+	first.InsertAIRun(&store.InsertAIRunParams{
+		JobID:            job.ID,
+		TicketID:         job.Args.TicketID,
+		Task:             task,
+		Output:           r.output,
+		Model:            r.call.Model,
+		LatencyMS:        int(r.call.Latency.Milliseconds()),
+		PromptTokens:     r.call.PromptTokens,
+		CompletionTokens: r.call.CompletionTokens,
+	}, &inserted)
+	if !last {
+		first.ProviderFree(w.gate.name, &free)
+	}
+	err = store.InTx(ctx, w.pool, first, func(tx pgx.Tx) error {
 		st := store.New(tx)
-		inserted, err := st.InsertAIRun(ctx, &store.InsertAIRunParams{
-			JobID:            job.ID,
-			TicketID:         job.Args.TicketID,
-			Task:             task,
-			Output:           r.output,
-			Model:            r.call.Model,
-			LatencyMS:        int(r.call.Latency.Milliseconds()),
-			PromptTokens:     r.call.PromptTokens,
-			CompletionTokens: r.call.CompletionTokens,
-		})
-		if err != nil {
-			return err
-		}
 		if inserted {
 			if err := r.apply(ctx, st, job.Args.TicketID, job.ID); err != nil {
 				return err
@@ -255,10 +243,8 @@ func (w *TriageWorker) save(ctx context.Context, job *river.Job[TriageArgs], tas
 			if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 				return fmt.Errorf("complete job %d: %w", job.ID, err)
 			}
-			return nil
 		}
-		free, err = st.ProviderFree(ctx, w.gate.name)
-		return err
+		return nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("save %s of job %d: %w", task, job.ID, err)
@@ -308,31 +294,36 @@ const (
 	maxPromptReplies  = 4
 )
 
-// groundTicket is what the provider is told: the subject, the customer's
-// name, what the customer wrote (newest last) and what agents answered,
-// each bounded, and the teams there are.
-func (w *TriageWorker) groundTicket(ctx context.Context, st *store.Store, ticket *store.Ticket) (*provider.Ticket, error) {
-	pt := &provider.Ticket{ID: ticket.ID, Subject: ticket.Subject}
+// load reads in one batch what the steps need: the steps the job has
+// results for, whether the provider is free, and the ticket as the
+// provider is told it: the subject, the customer's name, what the
+// customer wrote (newest last) and what agents answered, each bounded,
+// and the teams there are.
+func (w *TriageWorker) load(ctx context.Context, job *river.Job[TriageArgs], done *[]string, free *bool) (*provider.Ticket, error) {
+	var (
+		ticket   store.Ticket
+		customer store.Customer
+		pt       provider.Ticket
+		reads    store.Batch
+	)
+	id := job.Args.TicketID
+	reads.GetTicket(id, &ticket)
+	reads.CustomerOfTicket(id, &customer)
+	reads.AIRunTasks(job.ID, done)
+	reads.NewestBodies(id, store.DirectionInbound, maxPromptMessages, &pt.Messages)
+	reads.NewestBodies(id, store.DirectionOutbound, maxPromptReplies, &pt.AgentReplies)
+	reads.Teams(&pt.Teams)
+	reads.ProviderFree(w.gate.name, free)
+	if err := store.New(w.pool).Send(ctx, &reads); err != nil {
+		return nil, err
+	}
+	pt.ID, pt.Subject, pt.CustomerName = ticket.ID, ticket.Subject, customer.Name
 	if ticket.Team != nil {
 		pt.Team = *ticket.Team
 	}
-	customer, err := st.GetCustomer(ctx, ticket.CustomerID)
-	if err != nil {
-		return nil, err
-	}
-	pt.CustomerName = customer.Name
-	if pt.Messages, err = st.NewestBodies(ctx, ticket.ID, store.DirectionInbound, maxPromptMessages); err != nil {
-		return nil, err
-	}
-	if pt.AgentReplies, err = st.NewestBodies(ctx, ticket.ID, store.DirectionOutbound, maxPromptReplies); err != nil {
-		return nil, err
-	}
 	pt.Messages = keepNewest(pt.Messages, maxPromptBytes)
 	pt.AgentReplies = keepNewest(pt.AgentReplies, maxPromptBytes/4)
-	if pt.Teams, err = st.Teams(ctx); err != nil {
-		return nil, err
-	}
-	return pt, nil
+	return &pt, nil
 }
 
 // keepNewest drops the oldest texts, and cuts the oldest one kept from the

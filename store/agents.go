@@ -144,8 +144,7 @@ func (s *Store) DisableAgent(ctx context.Context, name string) error {
 
 // Teams returns the teams that exist: those of active agents.
 func (s *Store) Teams(ctx context.Context) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT DISTINCT t.team FROM agent_teams t JOIN agents a ON a.name = t.agent
-		WHERE a.disabled_at IS NULL ORDER BY t.team`)
+	rows, err := s.db.Query(ctx, teamsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("teams: %w", err)
 	}
@@ -155,6 +154,12 @@ func (s *Store) Teams(ctx context.Context) ([]string, error) {
 	}
 	return teams, nil
 }
+
+// Teams queues Teams; into gets the teams.
+func (b *Batch) Teams(into *[]string) { b.texts("teams", teamsSQL, into) }
+
+const teamsSQL = `SELECT DISTINCT t.team FROM agent_teams t JOIN agents a ON a.name = t.agent
+	WHERE a.disabled_at IS NULL ORDER BY t.team`
 
 // AssignToTeam gives the ticket, if it has no assignee, to the active
 // agent of the team with the fewest open and pending tickets (ties: the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // AIRun is the saved result of one triage step of one job.
@@ -39,20 +40,32 @@ const aiRunColumns = `id, job_id, ticket_id, task, output, model, latency_ms, pr
 // InsertAIRun saves a step's result unless the job has one for that step
 // already; inserted is false then, and the caller must not apply it again.
 func (s *Store) InsertAIRun(ctx context.Context, p *InsertAIRunParams) (inserted bool, err error) {
-	tag, err := s.db.Exec(ctx,
-		`INSERT INTO ai_runs (job_id, ticket_id, task, output, model, latency_ms, prompt_tokens, completion_tokens)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-		ON CONFLICT (job_id, task) DO NOTHING`,
-		p.JobID, p.TicketID, p.Task, p.Output, p.Model, p.LatencyMS, p.PromptTokens, p.CompletionTokens)
+	tag, err := s.db.Exec(ctx, insertAIRunSQL, insertAIRunArgs(p)...)
 	if err != nil {
 		return false, fmt.Errorf("insert %s result of job %d: %w", p.Task, p.JobID, interpretError(err))
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
+// InsertAIRun queues InsertAIRun; inserted gets its answer.
+func (b *Batch) InsertAIRun(p *InsertAIRunParams, inserted *bool) {
+	b.b.Queue(insertAIRunSQL, insertAIRunArgs(p)...).Exec(func(tag pgconn.CommandTag) error {
+		*inserted = tag.RowsAffected() == 1
+		return nil
+	})
+}
+
+const insertAIRunSQL = `INSERT INTO ai_runs (job_id, ticket_id, task, output, model, latency_ms, prompt_tokens, completion_tokens)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	ON CONFLICT (job_id, task) DO NOTHING`
+
+func insertAIRunArgs(p *InsertAIRunParams) []any {
+	return []any{p.JobID, p.TicketID, p.Task, p.Output, p.Model, p.LatencyMS, p.PromptTokens, p.CompletionTokens}
+}
+
 // AIRunTasks returns the steps that a job has results for.
 func (s *Store) AIRunTasks(ctx context.Context, jobID int64) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT task FROM ai_runs WHERE job_id = $1`, jobID)
+	rows, err := s.db.Query(ctx, aiRunTasksSQL, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list results of job %d: %w", jobID, err)
 	}
@@ -62,6 +75,13 @@ func (s *Store) AIRunTasks(ctx context.Context, jobID int64) ([]string, error) {
 	}
 	return tasks, nil
 }
+
+// AIRunTasks queues AIRunTasks; into gets the steps.
+func (b *Batch) AIRunTasks(jobID int64, into *[]string) {
+	b.texts(fmt.Sprintf("list results of job %d", jobID), aiRunTasksSQL, into, jobID)
+}
+
+const aiRunTasksSQL = `SELECT task FROM ai_runs WHERE job_id = $1`
 
 // ListAIRuns returns every step result saved for a ticket, oldest first.
 func (s *Store) ListAIRuns(ctx context.Context, ticketID string) ([]*AIRun, error) {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,6 +49,18 @@ func batchError(err error) error {
 		return err
 	}
 	return interpretError(err)
+}
+
+// texts queues a query of one text column; into gets its rows.
+func (b *Batch) texts(what, sql string, into *[]string, args ...any) {
+	b.b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		*into = list
+		return nil
+	})
 }
 
 // errBatchedAttachments: a message's attachments need its id and several

@@ -419,10 +419,7 @@ func (s *Store) IsTicketParticipant(ctx context.Context, ticketID, address strin
 // first, read through the (ticket_id, created_at, id) index however long
 // the ticket is.
 func (s *Store) NewestBodies(ctx context.Context, ticketID, direction string, limit int) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT body FROM (
-			SELECT body, created_at, id FROM messages WHERE ticket_id = $1 AND direction = $3 AND NOT auto_submitted
-			ORDER BY created_at DESC, id DESC LIMIT $2) newest
-		ORDER BY created_at, id`, ticketID, limit, direction)
+	rows, err := s.db.Query(ctx, newestBodiesSQL, ticketID, limit, direction)
 	if err != nil {
 		return nil, fmt.Errorf("%s messages of %s: %w", direction, ticketID, err)
 	}
@@ -432,6 +429,16 @@ func (s *Store) NewestBodies(ctx context.Context, ticketID, direction string, li
 	}
 	return bodies, nil
 }
+
+// NewestBodies queues NewestBodies; into gets the texts.
+func (b *Batch) NewestBodies(ticketID, direction string, limit int, into *[]string) {
+	b.texts(fmt.Sprintf("%s messages of %s", direction, ticketID), newestBodiesSQL, into, ticketID, limit, direction)
+}
+
+const newestBodiesSQL = `SELECT body FROM (
+		SELECT body, created_at, id FROM messages WHERE ticket_id = $1 AND direction = $3 AND NOT auto_submitted
+		ORDER BY created_at DESC, id DESC LIMIT $2) newest
+	ORDER BY created_at, id`
 
 // MessageByEmailID returns the id of the message with this Message-ID.
 func (s *Store) MessageByEmailID(ctx context.Context, emailMessageID string) (int64, error) {

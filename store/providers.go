@@ -98,13 +98,26 @@ type ProviderGate struct {
 // not free: its row is made by EnterProvider.
 func (s *Store) ProviderFree(ctx context.Context, provider string) (bool, error) {
 	var free bool
-	err := s.db.QueryRow(ctx, `SELECT state = 'closed' AND call_interval = '0' AND blocked_until <= now() AND next_call_at <= now()
-		FROM providers WHERE provider = $1`, provider).Scan(&free)
+	err := s.db.QueryRow(ctx, providerFreeSQL, provider).Scan(&free)
 	if err != nil && !errors.Is(interpretError(err), ErrNotFound) {
 		return false, fmt.Errorf("provider %s: %w", provider, err)
 	}
 	return free, nil
 }
+
+// ProviderFree queues ProviderFree; free gets its answer.
+func (b *Batch) ProviderFree(provider string, free *bool) {
+	b.b.Queue(providerFreeSQL, provider).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(free)
+		if err != nil && !errors.Is(interpretError(err), ErrNotFound) {
+			return fmt.Errorf("provider %s: %w", provider, err)
+		}
+		return nil
+	})
+}
+
+const providerFreeSQL = `SELECT state = 'closed' AND call_interval = '0' AND blocked_until <= now() AND next_call_at <= now()
+	FROM providers WHERE provider = $1`
 
 // EnterProvider decides, in one statement on the provider's row, whether a
 // call may be made: with the breaker closed, or as the one probe of an
