@@ -3,14 +3,12 @@ package desk
 import (
 	"context"
 	"errors"
-	"fmt"
 	"regexp"
 	"strings"
 	"text/template"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"helpdesk/mail"
 	"helpdesk/store"
@@ -56,9 +54,6 @@ func ParseAckTemplate(text string) (*template.Template, error) {
 	return t, nil
 }
 
-// errUnsendableAck is an acknowledgement whose data makes no mail.
-var errUnsendableAck = errors.New("the acknowledgement cannot be made into a mail")
-
 // ackWindow is the time over which AckConfig.MaxPerDay counts.
 const ackWindow = 24 * time.Hour
 
@@ -71,69 +66,63 @@ var noReply = regexp.MustCompile(`(?i)^(.*[-_.+])?(no-?reply|do-?not-?reply|mail
 // caller's transaction, unless that would answer a machine or a
 // no-reply address, or the address had AckConfig.MaxPerDay of them in
 // the last 24 hours. The mail is a message of its own in the customer's
-// thread, rendered now and sent by the email queue.
-func (d *Desk) acknowledgeTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, root string) error {
-	st := store.New(tx)
-	c, err := st.GetCustomer(ctx, t.CustomerID)
-	if err != nil {
-		return err
-	}
+// thread, rendered now and sent by the email queue. Without a relay, or
+// with data no mail can carry, the acknowledgement is dropped and the
+// ticket stays: both are known before anything of it is written.
+// Two round trips and River's insert: the claim with the message's
+// number, then the message, its delivery and its bytes.
+func (d *Desk) acknowledgeTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, c *store.Customer, root string) error {
 	local, domain, _ := strings.Cut(strings.ToLower(c.Email), "@")
 	own := strings.ToLower(d.config.From.Address)
 	if noReply.MatchString(local) || strings.EqualFold(c.Email, own) || strings.HasSuffix(own, "@"+domain) {
 		return nil // nobody to read it, or ourselves: a loop in one step
 	}
-	claimed, err := st.ClaimAcknowledgement(ctx, c.Email, t.ID, d.config.Ack.MaxPerDay, ackWindow)
-	if err != nil || !claimed {
-		return err
-	}
-	var text strings.Builder
-	if err := d.config.Ack.Template.Execute(&text, AckData{TicketID: t.ID, Subject: t.Subject, CustomerName: c.Name, CustomerEmail: c.Email}); err != nil {
-		return nil // tried at start with the same fields: never here; the ticket matters more than its acknowledgement
-	}
-	// A savepoint: without a relay, or with data no mail can carry, the
-	// acknowledgement is dropped, and the ticket stays.
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	if err := d.writeAckTx(ctx, sp, t, c, root, text.String()); errors.Is(err, ErrNoRelay) || errors.Is(err, errUnsendableAck) {
-		return sp.Rollback(ctx)
-	} else if err != nil {
-		_ = sp.Rollback(ctx)
-		return err
-	}
-	return sp.Commit(ctx)
-}
-
-func (d *Desk) writeAckTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, c *store.Customer, root, text string) error {
-	st := store.New(tx)
 	to, err := mail.ParseAddress(c.Email)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUnsendableAck, err)
+		return nil // no mail can go there; the ticket matters more than its acknowledgement
 	}
 	to.Name = c.Name
+	var text strings.Builder
+	if err := d.config.Ack.Template.Execute(&text, AckData{TicketID: t.ID, Subject: t.Subject, CustomerName: c.Name, CustomerEmail: c.Email}); err != nil {
+		return nil // tried at start with the same fields: never here
+	}
+	st := store.New(tx)
+	var (
+		claim     store.Batch
+		claimed   bool
+		messageID int64
+	)
+	claim.ClaimAcknowledgement(c.Email, t.ID, d.config.Ack.MaxPerDay, ackWindow, &claimed)
+	claim.NextMessageID(&messageID)
+	if err := st.Send(ctx, &claim); err != nil || !claimed {
+		return err
+	}
+	// The message is written in this transaction, so its time is the ticket's.
 	id := mail.NewMessageID(d.config.MailDomain)
-	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: store.DirectionAcknowledgement,
-		Author: ActorSystem, Body: text, EmailMessageID: &id, AutoSubmitted: true})
-	if err != nil {
-		return err
-	}
-	out := &mail.Outgoing{From: d.config.From, To: []*mail.Address{to}, Subject: t.Subject, TicketID: t.ID, Date: msg.CreatedAt,
+	out := &mail.Outgoing{From: d.config.From, To: []*mail.Address{to}, Subject: t.Subject, TicketID: t.ID, Date: t.CreatedAt,
 		MessageID: id, InReplyTo: root, References: []string{root}, ThreadRoot: root, ThreadStart: t.CreatedAt,
-		Body: text, AutoReply: true, ReplyTo: d.plusAddress(t.ID)}
-	if err := d.queueRenderedTx(ctx, st, msg.ID, out, store.Recipient{Address: to.Address, Name: to.Name, Kind: "to"}); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) || store.Unavailable(err) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUnsendableAck, err) // the mail cannot be made: the ticket stays, unacknowledged
-	}
-	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, msg.ID, t.ID)
+		Body: text.String(), AutoReply: true, ReplyTo: d.plusAddress(t.ID)}
+	raw, err := out.Render()
 	if err != nil {
+		return nil // the mail cannot be made: the ticket stays, unacknowledged
+	}
+	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, messageID, t.ID)
+	if errors.Is(err, ErrNoRelay) {
+		return nil
+	} else if err != nil {
 		return err
 	}
-	return st.SetOutboundJob(ctx, msg.ID, jobID)
+	var (
+		write  store.Batch
+		msg    store.Message
+		stored bool
+	)
+	write.InsertMessage(&store.InsertMessageParams{ID: messageID, TicketID: t.ID, Direction: store.DirectionAcknowledgement,
+		Author: ActorSystem, Body: text.String(), EmailMessageID: &id, AutoSubmitted: true}, &msg)
+	write.InsertOutboundEmail(&store.InsertOutboundEmailParams{MessageID: messageID, FromAddress: d.config.From.String(),
+		Recipients: []store.Recipient{{Address: to.Address, Name: to.Name, Kind: "to"}}, JobID: &jobID})
+	write.SaveRendered(messageID, out.InReplyTo, out.References, raw, &stored)
+	return st.Send(ctx, &write)
 }
 
 // queueRenderedTx renders a mail the service writes (not an agent's

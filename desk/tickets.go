@@ -141,6 +141,13 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams)
 			Status: store.StatusOpen, FollowUpOf: followUpOf, CreatedAt: n.Now}},
 		{Type: EventMessageReceived, Data: received},
 	})
+	// Only a customer's own new ticket is acknowledged, not one an agent
+	// opens for them; the acknowledgement's customer comes with the rows.
+	var customer *store.Customer
+	if d.config.Ack != nil && !p.Automatic && !p.NoAutoReply && !strings.HasPrefix(author, "agent:") {
+		customer = &store.Customer{}
+		b.CustomerOfTicket(n.TicketID, customer)
+	}
 	if p.With != nil {
 		p.With(n.TicketID, jobID, &b)
 	}
@@ -161,10 +168,8 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams)
 	if p.Automatic {
 		return &ticket, 0, nil
 	}
-	// Only a customer's own new ticket is acknowledged, not one an agent
-	// opens for them.
-	if d.config.Ack != nil && !p.NoAutoReply && !strings.HasPrefix(author, "agent:") {
-		if err := d.acknowledgeTx(ctx, tx, &ticket, root); err != nil {
+	if customer != nil {
+		if err := d.acknowledgeTx(ctx, tx, &ticket, customer, root); err != nil {
 			return nil, 0, fmt.Errorf("open ticket: %w", err)
 		}
 	}

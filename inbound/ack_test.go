@@ -129,6 +129,24 @@ func TestAcknowledgements(t *testing.T) {
 		w.awaitMailTo(t, "erin@example.org", 3)
 	})
 
+	t.Run("WithoutARelayTheTicketStaysUnacknowledged", func(t *testing.T) {
+		t.Parallel()
+		b := jobstest.Setup(t)
+		b.DeskConfig.Ack = &desk.AckConfig{}
+		b.DeskConfig.MailDomain = "helpdesk.example.com"
+		b.DeskConfig.From = &mail.Address{Name: "Example Support", Address: "support@helpdesk.example.com"}
+		ticketID, jobID := b.OpenTicket(t, b.NewQueue(t), "Help", "Hello.")
+		var messages, acks, emails int
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*), count(*) FILTER (WHERE direction = 'acknowledgement'),
+				(SELECT count(*) FROM outbound_emails) FROM messages WHERE ticket_id = $1`, ticketID).Scan(&messages, &acks, &emails); err != nil {
+			t.Fatal(err)
+		}
+		if messages != 1 || acks != 0 || emails != 0 || jobID == 0 {
+			t.Errorf("ticket %s: %d messages, %d acknowledgements, %d deliveries, triage job %d; want the customer's message, no acknowledgement, a triage job",
+				ticketID, messages, acks, emails, jobID)
+		}
+	})
+
 	t.Run("ATicketAnAgentOpensIsNotAcknowledged", func(t *testing.T) {
 		t.Parallel()
 		w := setupAcks(t, desk.AckConfig{})

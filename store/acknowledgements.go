@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ClaimAcknowledgement records an acknowledgement of ticketID to address
@@ -13,20 +15,37 @@ import (
 func (s *Store) ClaimAcknowledgement(ctx context.Context, address, ticketID string, max int, window time.Duration) (bool, error) {
 	// The lock is a statement of its own: the count that follows must see
 	// (in its own snapshot) what the claim before it committed.
-	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('helpdesk.ack.' || lower($1)))`, address); err != nil {
+	if _, err := s.db.Exec(ctx, lockAcknowledgementsSQL, address); err != nil {
 		return false, fmt.Errorf("acknowledgement to %s: %w", address, err)
 	}
 	var claimed bool
-	err := s.db.QueryRow(ctx, `WITH claim AS (INSERT INTO acknowledgements (address, ticket_id)
-			SELECT lower($1), $2 WHERE (SELECT count(*) FROM acknowledgements
-				WHERE address = lower($1) AND sent_at > now() - $4::interval) < $3
-			RETURNING 1)
-		SELECT EXISTS (SELECT 1 FROM claim)`, address, ticketID, max, window).Scan(&claimed)
+	err := s.db.QueryRow(ctx, claimAcknowledgementSQL, address, ticketID, max, window).Scan(&claimed)
 	if err != nil {
 		return false, fmt.Errorf("acknowledgement to %s: %w", address, interpretError(err))
 	}
 	return claimed, nil
 }
+
+// ClaimAcknowledgement queues ClaimAcknowledgement; claimed gets its
+// answer. Pipelined, the lock is still a statement of its own, run and
+// waited for before the count's snapshot is taken.
+func (b *Batch) ClaimAcknowledgement(address, ticketID string, max int, window time.Duration, claimed *bool) {
+	b.b.Queue(lockAcknowledgementsSQL, address)
+	b.b.Queue(claimAcknowledgementSQL, address, ticketID, max, window).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(claimed); err != nil {
+			return fmt.Errorf("acknowledgement to %s: %w", address, interpretError(err))
+		}
+		return nil
+	})
+}
+
+const lockAcknowledgementsSQL = `SELECT pg_advisory_xact_lock(hashtext('helpdesk.ack.' || lower($1)))`
+
+const claimAcknowledgementSQL = `WITH claim AS (INSERT INTO acknowledgements (address, ticket_id)
+		SELECT lower($1), $2 WHERE (SELECT count(*) FROM acknowledgements
+			WHERE address = lower($1) AND sent_at > now() - $4::interval) < $3
+		RETURNING 1)
+	SELECT EXISTS (SELECT 1 FROM claim)`
 
 // PruneAcknowledgements forgets acknowledgements older than window, which
 // no longer count toward any limit.

@@ -77,22 +77,34 @@ type InsertOutboundEmailParams struct {
 	MessageID   int64
 	FromAddress string
 	Recipients  []Recipient // Address and Kind
+	JobID       *int64      // the job that delivers it, when queued first; else SetOutboundJob
 }
 
 // InsertOutboundEmail records a delivery to be made.
 func (s *Store) InsertOutboundEmail(ctx context.Context, p *InsertOutboundEmailParams) error {
-	if _, err := s.db.Exec(ctx, `INSERT INTO outbound_emails (message_id, from_address) VALUES ($1, $2)`,
-		p.MessageID, p.FromAddress); err != nil {
+	if _, err := s.db.Exec(ctx, insertOutboundSQL, p.MessageID, p.FromAddress, p.JobID); err != nil {
 		return fmt.Errorf("insert outbound email %d: %w", p.MessageID, interpretError(err))
 	}
 	for _, r := range p.Recipients {
-		if _, err := s.db.Exec(ctx, `INSERT INTO outbound_recipients (message_id, address, kind, display_name) VALUES ($1, $2, $3, $4)`,
-			p.MessageID, r.Address, r.Kind, r.Name); err != nil {
+		if _, err := s.db.Exec(ctx, insertRecipientSQL, p.MessageID, r.Address, r.Kind, r.Name); err != nil {
 			return fmt.Errorf("insert recipient %s of %d: %w", r.Address, p.MessageID, interpretError(err))
 		}
 	}
 	return nil
 }
+
+// InsertOutboundEmail queues InsertOutboundEmail.
+func (b *Batch) InsertOutboundEmail(p *InsertOutboundEmailParams) {
+	b.b.Queue(insertOutboundSQL, p.MessageID, p.FromAddress, p.JobID)
+	for _, r := range p.Recipients {
+		b.b.Queue(insertRecipientSQL, p.MessageID, r.Address, r.Kind, r.Name)
+	}
+}
+
+const (
+	insertOutboundSQL  = `INSERT INTO outbound_emails (message_id, from_address, job_id) VALUES ($1, $2, $3)`
+	insertRecipientSQL = `INSERT INTO outbound_recipients (message_id, address, kind, display_name) VALUES ($1, $2, $3, $4)`
+)
 
 // SetOutboundJob records which job delivers the message.
 func (s *Store) SetOutboundJob(ctx context.Context, messageID, jobID int64) error {
