@@ -67,8 +67,8 @@ func (w *EmailWorker) Work(ctx context.Context, job *river.Job[EmailArgs]) error
 // deliver makes one delivery attempt of a stored outbound message, a
 // reply to a customer or a mail to an agent alike. Before the send it
 // costs three round trips the first time (the delivery with its message;
-// what the mail is made of; the bytes kept with the relay's state) and
-// the mark that an attempt starts; after it, one.
+// what the mail is made of; the bytes kept with the mark that an attempt
+// starts), two after; after the send, one.
 func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messageID int64) error {
 	st := store.New(w.pool)
 	var (
@@ -105,13 +105,13 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 		return err
 	}
 
-	// The bytes are kept before the first send; the relay's state comes
-	// with them.
+	// The bytes are kept before the first send, and the attempt is marked
+	// as starting in the same round trip, unless the relay is troubled.
 	var (
-		keep            store.Batch
-		saved, troubled bool
-		out             *mail.Outgoing
-		raw             []byte
+		keep          store.Batch
+		saved, marked bool
+		out           *mail.Outgoing
+		raw           []byte
 	)
 	if em.Rendered == nil {
 		if out, raw, err = w.render(ctx, &em, &msg); err != nil {
@@ -119,7 +119,7 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 		}
 		keep.SaveRendered(em.MessageID, out.InReplyTo, out.References, raw, &saved)
 	}
-	keep.RelayTroubled(w.relay.Name(), &troubled)
+	keep.MarkSendingUnlessRelayTroubled(em.MessageID, resendsUncertain, w.relay.Name(), &marked)
 	if err := st.Send(ctx, &keep); err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 	// A relay that is down, or asked anyone to slow down, is left alone
 	// until its pause ends; then one job probes it while the others wait.
 	var gate store.RelayGate
-	if troubled {
+	if !marked {
 		if gate, err = st.EnterRelay(ctx, w.relay.Name(), w.timeout); err != nil {
 			return err
 		}
@@ -155,8 +155,10 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 		return river.JobSnooze(wait + time.Duration(w.backoff.rand(int64(wait/10)+1)))
 	}
 
-	if err := st.MarkSending(ctx, em.MessageID, resendsUncertain); err != nil {
-		return err
+	if !marked {
+		if err := st.MarkSending(ctx, em.MessageID, resendsUncertain); err != nil {
+			return err
+		}
 	}
 	from, err := mail.ParseAddress(em.FromAddress)
 	if err != nil {

@@ -239,15 +239,28 @@ const saveRenderedSQL = `UPDATE outbound_emails
 
 // MarkSending records that an attempt starts, and counts it.
 func (s *Store) MarkSending(ctx context.Context, messageID int64, resendsUncertain bool) error {
-	_, err := s.db.Exec(ctx, `UPDATE outbound_emails
-		SET state = $3, attempts = attempts + 1,
-		    uncertain_resends = uncertain_resends + CASE WHEN $2 THEN 1 ELSE 0 END, updated_at = now()
-		WHERE message_id = $1`, messageID, resendsUncertain, DeliverySending)
-	if err != nil {
+	if _, err := s.db.Exec(ctx, markSendingSQL, messageID, resendsUncertain, DeliverySending); err != nil {
 		return fmt.Errorf("mark email %d sending: %w", messageID, err)
 	}
 	return nil
 }
+
+// MarkSendingUnlessRelayTroubled queues MarkSending for a relay that
+// never failed or whose trouble is over (what EnterRelay lets through
+// without a lock); marked is false, and nothing is written, when the
+// relay is troubled: the job then asks EnterRelay, and marks after.
+func (b *Batch) MarkSendingUnlessRelayTroubled(messageID int64, resendsUncertain bool, relay string, marked *bool) {
+	b.b.Queue(markSendingSQL+` AND NOT EXISTS (SELECT 1 FROM smtp_relays WHERE relay = $4 AND (`+relayTroubledCondition+`))`,
+		messageID, resendsUncertain, DeliverySending, relay).Exec(func(tag pgconn.CommandTag) error {
+		*marked = tag.RowsAffected() == 1
+		return nil
+	})
+}
+
+const markSendingSQL = `UPDATE outbound_emails
+	SET state = $3, attempts = attempts + 1,
+	    uncertain_resends = uncertain_resends + CASE WHEN $2 THEN 1 ELSE 0 END, updated_at = now()
+	WHERE message_id = $1`
 
 // RecipientResult is what an attempt did to one recipient.
 type RecipientResult struct {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // RelayGate is what a job may do with the relay now.
@@ -88,24 +86,11 @@ func (s *Store) EnterRelay(ctx context.Context, relay string, lease time.Duratio
 	return g, nil
 }
 
-// RelayTroubled queues the plain read that EnterRelay starts with:
-// troubled is false for a relay that never failed or whose trouble is
-// over, which any job may use without EnterRelay.
-func (b *Batch) RelayTroubled(relay string, troubled *bool) {
-	b.b.Queue(relayTroubledSQL, relay).QueryRow(func(row pgx.Row) error {
-		err := interpretError(row.Scan(troubled))
-		if errors.Is(err, ErrNotFound) {
-			*troubled = false
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("relay %s: %w", relay, err)
-		}
-		return nil
-	})
-}
+const relayTroubledSQL = `SELECT ` + relayTroubledCondition + ` FROM smtp_relays WHERE relay = $1`
 
-const relayTroubledSQL = `SELECT slowdowns > 0 OR not_before > now() OR probe_until IS NOT NULL FROM smtp_relays WHERE relay = $1`
+// relayTroubledCondition is true of a relay row that failed or asked to
+// slow down since its last success.
+const relayTroubledCondition = `slowdowns > 0 OR not_before > now() OR probe_until IS NOT NULL`
 
 // RecordRelayFault pauses the relay after it failed (no connection, no
 // greeting, a failed TLS handshake) or asked us to slow down, and returns
