@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,5 +175,63 @@ func TestClassifyChoosesOnlyTheTeamsThereAre(t *testing.T) {
 	c, _, err := answering(t, 200, nil, `{"choices":[{"message":{"content":"{\"team\":\"parcels\",\"priority\":2}"}}]}`).Classify(context.Background(), ticket)
 	if err != nil || c.Team != "parcels" {
 		t.Errorf("a team there is: %+v %v", c, err)
+	}
+}
+
+func TestConnectionsAreKeptBetweenCalls(t *testing.T) {
+	t.Parallel()
+	answer, err := os.ReadFile(filepath.Join("..", "..", "testdata", "provider", "chat_classify.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, calls = 32, 5
+	// Each round, the answers wait until all the workers' calls are in, so
+	// that the 32 connections are all busy at once and then all idle.
+	var (
+		dialled atomic.Int64
+		mu      sync.Mutex
+		arrived int
+		round   = make(chan struct{})
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		wait := round
+		if arrived++; arrived == workers {
+			close(round)
+			round, arrived = make(chan struct{}), 0
+		}
+		mu.Unlock()
+		<-wait
+		_, _ = w.Write(answer)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialled.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := provider.New(provider.Config{BaseURL: srv.URL, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Between rounds every connection is idle. With Go's default of 2 idle
+	// connections a host, each round after the first would dial 30 anew:
+	// about 150 connections in all.
+	for range calls {
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, _, err := c.Classify(context.Background(), provider.Ticket{ID: "T-500001", Subject: "Late", Messages: []string{"Late parcel"}}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if n := dialled.Load(); n > 2*workers {
+		t.Errorf("%d connections for %d calls, %d at most at once: connections are not kept between calls", n, workers*calls, workers)
 	}
 }
