@@ -25,12 +25,10 @@ func (b *Batch) fail(err error) {
 	}
 }
 
-// Len is the number of statements queued.
-func (b *Batch) Len() int { return b.b.Len() }
-
 // Send runs the batch on the store's connection or transaction. Each
 // statement's result reaches where its queuing method said; the first
-// error is returned, and in a transaction it aborts the transaction.
+// error is returned. Outside a transaction the statements are one
+// implicit transaction: all of them or none; inside one, an error aborts it.
 func (s *Store) Send(ctx context.Context, b *Batch) error {
 	if b.err != nil {
 		return b.err

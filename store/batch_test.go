@@ -89,6 +89,20 @@ func TestBatch(t *testing.T) {
 		}
 	})
 
+	t.Run("OutsideATransactionABatchIsAllOrNothing", func(t *testing.T) {
+		tickets := count(t, "tickets")
+		var b store.Batch
+		var ticket store.Ticket
+		b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Kept?"}, &ticket)
+		b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-9999", Subject: "Nobody's"}, &ticket)
+		if err := st.Send(ctx, &b); !errors.Is(err, store.ErrUnknownCustomer) {
+			t.Errorf("err = %v, want ErrUnknownCustomer", err)
+		}
+		if n := count(t, "tickets"); n != tickets {
+			t.Errorf("%d tickets after a failed batch, want %d: the first statement's row stayed", n, tickets)
+		}
+	})
+
 	t.Run("AFailureInTheFirstBatchRunsNothing", func(t *testing.T) {
 		var ran bool
 		var ticket store.Ticket
