@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"helpdesk/jobs/provider"
 	"helpdesk/store"
 )
 
@@ -119,8 +121,8 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		return nil
 	case code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != ""):
 		wait := w.backoff.Base
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-			wait = min(time.Duration(s)*time.Second, w.backoff.Cap)
+		if d := provider.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
+			wait = min(d, w.backoff.Cap)
 		}
 		return river.JobSnooze(wait)
 	case code >= 500 || code == http.StatusRequestTimeout:
@@ -164,11 +166,9 @@ func (q *Queue) dispatchWebhooks(ctx context.Context) (int, error) {
 		var params []river.InsertManyParams
 		for _, e := range events {
 			for _, h := range hooks {
-				for _, t := range h.Events {
-					if t == e.Type {
-						params = append(params, river.InsertManyParams{Args: WebhookArgs{EventID: e.ID, WebhookID: h.ID},
-							InsertOpts: &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: q.config.WebhookMaxAttempts}})
-					}
+				if slices.Contains(h.Events, e.Type) {
+					params = append(params, river.InsertManyParams{Args: WebhookArgs{EventID: e.ID, WebhookID: h.ID},
+						InsertOpts: &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: q.config.WebhookMaxAttempts}})
 				}
 			}
 		}

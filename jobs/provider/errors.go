@@ -90,7 +90,7 @@ func statusError(resp *http.Response, body []byte, now time.Time) *Error {
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
 		e.Kind = KindRateLimited
-		e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), now)
+		e.RetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), now)
 	case resp.StatusCode >= 500, resp.StatusCode == http.StatusRequestTimeout:
 		e.Kind = KindUnavailable
 	default:
@@ -99,8 +99,9 @@ func statusError(resp *http.Response, body []byte, now time.Time) *Error {
 	return e
 }
 
-// parseRetryAfter reads RFC 9110 §10.2.3's delay-seconds or HTTP-date.
-func parseRetryAfter(v string, now time.Time) time.Duration {
+// ParseRetryAfter reads a Retry-After header (RFC 9110 §10.2.3):
+// delay-seconds or an HTTP-date; 0 for none, a date past, or nonsense.
+func ParseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
