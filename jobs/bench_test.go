@@ -85,18 +85,7 @@ func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n in
 	if err := start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	for {
-		var done int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed' AND kind = $1`, kind).Scan(&done); err != nil {
-			b.Fatal(err)
-		}
-		if done >= n {
-			break
-		}
-		// Each count reads every job of the kind: counting more often
-		// takes from the path measured more than it adds to the time.
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitCompleted(b, pool, kind, n)
 	elapsed := time.Since(begin)
 	b.StopTimer()
 	rate := float64(n) / elapsed.Seconds()
@@ -105,6 +94,24 @@ func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n in
 	defer cancel()
 	_ = stop(stopCtx)
 	return rate
+}
+
+// awaitCompleted waits until n jobs of the kind are completed and returns
+// how many times it counted (each count is a transaction of its own).
+func awaitCompleted(b *testing.B, pool *pgxpool.Pool, kind string, n int) (counts int) {
+	for {
+		counts++
+		var done int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE state = 'completed' AND kind = $1`, kind).Scan(&done); err != nil {
+			b.Fatal(err)
+		}
+		if done >= n {
+			return counts
+		}
+		// Each count reads every job of the kind: counting more often
+		// takes from the path measured more than it adds to the time.
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // bareSend sends the bytes of the newest mail the server got (a small

@@ -109,18 +109,7 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 		if err := q.Start(bundle.Ctx); err != nil {
 			b.Fatal(err)
 		}
-		polls := 0
-		for {
-			polls++
-			var done int
-			if err := bundle.Pool.QueryRow(bundle.Ctx, `SELECT count(*) FROM river_job WHERE state = 'completed' AND kind = 'triage'`).Scan(&done); err != nil {
-				b.Fatal(err)
-			}
-			if done >= n {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		polls := awaitCompleted(b, bundle.Pool, jobs.TriageArgs{}.Kind(), n)
 		elapsed := time.Since(begin)
 		b.StopTimer()
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
