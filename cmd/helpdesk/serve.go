@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -258,19 +259,8 @@ func parseServeConfig(args []string, getenv func(string) string, stdout, stderr 
 	case "1":
 		cfg.Ack = &desk.AckConfig{MaxPerDay: positiveInt(&e, ackMax)}
 		if v := ackTemplate.val; v != "" {
-			// A value with a template action or a line break is the text
-			// itself; anything else names a file.
-			text, readErr := []byte(v), error(nil)
-			if !strings.Contains(v, "{{") && !strings.Contains(v, "\n") {
-				if text, readErr = os.ReadFile(v); readErr != nil {
-					e.keep(ackTemplate.fail("a readable file, or the template's text: " + readErr.Error()))
-				}
-			}
-			if readErr == nil {
-				var parseErr error
-				if cfg.Ack.Template, parseErr = desk.ParseAckTemplate(string(text)); parseErr != nil {
-					e.keep(ackTemplate.fail("a Go text/template: " + parseErr.Error()))
-				}
+			if cfg.Ack.Template, err = ackTemplateOf(v); err != nil {
+				e.keep(ackTemplate.fail(err.Error()))
 			}
 		}
 	default:
@@ -374,6 +364,24 @@ func newHTTPServer(cfg serveConfig, h http.Handler) *http.Server {
 		IdleTimeout:       cfg.HTTPIdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 	}
+}
+
+// ackTemplateOf reads HELPDESK_ACK_TEMPLATE: a value with a template
+// action or a line break is the text itself; anything else names a file.
+func ackTemplateOf(v string) (*template.Template, error) {
+	text := v
+	if !strings.Contains(v, "{{") && !strings.Contains(v, "\n") {
+		b, err := os.ReadFile(v)
+		if err != nil {
+			return nil, fmt.Errorf("a readable file, or the template's text: %w", err)
+		}
+		text = string(b)
+	}
+	t, err := desk.ParseAckTemplate(text)
+	if err != nil {
+		return nil, fmt.Errorf("a Go text/template: %w", err)
+	}
+	return t, nil
 }
 
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger, stdout, stderr io.Writer) error {
