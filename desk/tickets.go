@@ -126,7 +126,7 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams)
 	b.InsertTicket(newTicket, &ticket)
 	b.InsertMessage(&store.InsertMessageParams{
 		ID: n.MessageID, TicketID: n.TicketID, Direction: store.DirectionInbound, Author: author, Body: p.Body, EmailMessageID: &root,
-		AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
+		Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
 	}, &first)
 	// The events are made of what the rows will hold: the numbers taken,
 	// the transaction's time, the fields given.
@@ -153,11 +153,6 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx pgx.Tx, p *OpenTicketParams)
 	}
 	if err := st.Send(ctx, &b); err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
-	}
-	if attachments := d.keepable(p.Attachments); len(attachments) > 0 {
-		if _, err := st.InsertAttachments(ctx, &first.ID, attachments); err != nil {
-			return nil, 0, fmt.Errorf("open ticket: %w", err)
-		}
 	}
 	// InsertTicket wrote last_customer_message_at: no CustomerWrote here.
 	if p.FollowUpOf != "" {

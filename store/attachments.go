@@ -49,30 +49,42 @@ func scanAttachment(row pgx.Row) (*Attachment, error) {
 }
 
 // InsertAttachments stores attachments of a message, in order, or (with
-// messageID nil) one agent's uploads. Equal contents are stored once.
+// messageID nil) one agent's uploads, in one round trip. Equal contents
+// are stored once.
 func (s *Store) InsertAttachments(ctx context.Context, messageID *int64, list []*NewAttachment) ([]*Attachment, error) {
-	out := make([]*Attachment, 0, len(list))
+	var b Batch
+	var out []*Attachment
+	b.InsertAttachments(messageID, list, &out)
+	if err := s.Send(ctx, &b); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// InsertAttachments queues InsertAttachments; into gets them, in order.
+func (b *Batch) InsertAttachments(messageID *int64, list []*NewAttachment, into *[]*Attachment) {
+	*into = make([]*Attachment, len(list))
 	for i, n := range list {
 		var sum []byte
 		if n.Content != nil {
 			h := sha256.Sum256(n.Content)
 			sum = h[:]
-			if _, err := s.db.Exec(ctx, `INSERT INTO attachment_contents (sha256, content) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-				sum, n.Content); err != nil {
-				return nil, fmt.Errorf("store attachment %q: %w", n.Filename, interpretError(err))
-			}
+			b.b.Queue(`INSERT INTO attachment_contents (sha256, content) VALUES ($1, $2) ON CONFLICT DO NOTHING`, sum, n.Content)
 		}
-		a, err := scanAttachment(s.db.QueryRow(ctx, `INSERT INTO attachments
+		b.b.Queue(`INSERT INTO attachments
 				(message_id, position, filename, content_type, size, sha256, content_id, inline, note, uploaded_by)
 			VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), $8, nullif($9, ''), nullif($10, ''))
 			RETURNING `+attachmentColumns,
-			messageID, i, n.Filename, n.ContentType, n.Size, sum, n.ContentID, n.Inline, n.Note, n.UploadedBy))
-		if err != nil {
-			return nil, fmt.Errorf("store attachment %q: %w", n.Filename, err)
-		}
-		out = append(out, a)
+			messageID, i, n.Filename, n.ContentType, n.Size, sum, n.ContentID, n.Inline, n.Note, n.UploadedBy).
+			QueryRow(func(row pgx.Row) error {
+				a, err := scanAttachment(row)
+				if err != nil {
+					return fmt.Errorf("store attachment %q: %w", n.Filename, err)
+				}
+				(*into)[i] = a
+				return nil
+			})
 	}
-	return out, nil
 }
 
 // AttachmentsOfTicket returns the attachments of the ticket's messages by

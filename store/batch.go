@@ -61,9 +61,9 @@ func (b *Batch) texts(what, sql string, into *[]string, args ...any) {
 	})
 }
 
-// errBatchedAttachments: a message's attachments need its id and several
-// statements each; they are written by InsertAttachments after the batch.
-var errBatchedAttachments = errors.New("store: a batched message does not write attachments; write them with InsertAttachments")
+// errBatchedAttachments: a message's attachments name its id, which a
+// batch knows only when the message was numbered first (NextMessageID).
+var errBatchedAttachments = errors.New("store: a batched message with attachments needs its number from NextMessageID")
 
 // BeginBatch returns a batch whose first statement begins a transaction:
 // InTx sends it, so the transaction's first statements cost no round trip

@@ -114,13 +114,35 @@ func TestBatch(t *testing.T) {
 		}
 	})
 
-	t.Run("ABatchedMessageRefusesAttachments", func(t *testing.T) {
+	t.Run("ABatchedMessageWritesItsAttachmentsOnlyWithItsNumber", func(t *testing.T) {
+		files := []*store.NewAttachment{{Filename: "a.txt", ContentType: "text/plain", Size: 1, Content: []byte("a")}}
 		var b store.Batch
 		var m store.Message
 		b.InsertMessage(&store.InsertMessageParams{TicketID: "T-1", Direction: store.DirectionInbound, Author: "x", Body: "b",
-			Attachments: []*store.NewAttachment{{Filename: "a.txt", Content: []byte("a")}}}, &m)
+			Attachments: files}, &m)
 		if err := st.Send(ctx, &b); err == nil {
-			t.Error("a batched message with attachments was sent; its attachments would be lost")
+			t.Error("a batched message with attachments and no number was sent; its attachments would name no message")
+		}
+
+		ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Files"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id int64
+		var numbers store.Batch
+		numbers.NextMessageID(&id)
+		if err := st.Send(ctx, &numbers); err != nil {
+			t.Fatal(err)
+		}
+		b = store.Batch{}
+		b.InsertMessage(&store.InsertMessageParams{ID: id, TicketID: ticket.ID, Direction: store.DirectionInbound, Author: "x", Body: "b",
+			Attachments: files}, &m)
+		if err := st.Send(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.MessageAttachmentFiles(ctx, id)
+		if err != nil || len(got) != 1 || string(got[0].Content) != "a" {
+			t.Errorf("attachments of the batched message: %+v (%v), want a.txt with its content", got, err)
 		}
 	})
 

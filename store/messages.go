@@ -95,10 +95,10 @@ func (s *Store) InsertMessage(ctx context.Context, p *InsertMessageParams) (*Mes
 	return m, nil
 }
 
-// InsertMessage queues InsertMessage of a message without attachments
-// (InsertAttachments writes those afterwards); into gets the message.
+// InsertMessage queues InsertMessage; into gets the message. A message
+// with attachments must bring its number (NextMessageID), which they name.
 func (b *Batch) InsertMessage(p *InsertMessageParams, into *Message) {
-	if len(p.Attachments) > 0 {
+	if len(p.Attachments) > 0 && p.ID == 0 {
 		b.fail(errBatchedAttachments)
 		return
 	}
@@ -115,6 +115,11 @@ func (b *Batch) InsertMessage(p *InsertMessageParams, into *Message) {
 		*into = *m
 		return nil
 	})
+	if len(p.Attachments) > 0 {
+		id := p.ID
+		var written []*Attachment
+		b.InsertAttachments(&id, p.Attachments, &written)
+	}
 }
 
 // NextMessageID queues the numbering of a message not yet written, so
