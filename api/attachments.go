@@ -45,18 +45,17 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, who Ac
 		Message: fmt.Sprintf("the file is over %d bytes (HELPDESK_ATTACHMENT_MAX_BYTES)", limit)}
 	mr := multipart.NewReader(http.MaxBytesReader(w, r.Body, limit+1<<20), params["boundary"])
 	var upload *desk.Upload
+	var maxErr *http.MaxBytesError
 	for {
 		part, err := mr.NextPart()
-		var maxErr *http.MaxBytesError
-		switch {
-		case errors.Is(err, io.EOF):
-		case errors.As(err, &maxErr):
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.As(err, &maxErr) {
 			return tooLarge
-		case err != nil:
-			return badRequest("invalid_multipart", "the multipart body could not be read: "+err.Error())
 		}
 		if err != nil {
-			break
+			return badRequest("invalid_multipart", "the multipart body could not be read: "+err.Error())
 		}
 		if part.FormName() != "file" {
 			return badRequest("unknown_field", fmt.Sprintf("field %q is not accepted; send one field named file", part.FormName()))
