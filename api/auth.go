@@ -61,20 +61,35 @@ var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: "unauthorize
 // authenticate finds the actor of the request's bearer key, and the key's
 // hash, which names it without holding it.
 func (s *Server) authenticate(ctx context.Context, r *http.Request) (Actor, string, error) {
-	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
+	key := bearerKey(r)
+	if key == "" {
 		return Actor{}, "", errUnauthorized
 	}
-	hash := HashAPIKey(strings.TrimSpace(key))
+	hash := HashAPIKey(key)
+	a, err := s.actorOf(ctx, hash)
+	return a, string(hash), err
+}
+
+// bearerKey is the key of an "Authorization: Bearer KEY" header, "" without one.
+func bearerKey(r *http.Request) string {
+	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(key)
+}
+
+// actorOf is the actor of an API key's hash: errUnauthorized for a key
+// that is unknown, revoked or a disabled agent's.
+func (s *Server) actorOf(ctx context.Context, hash []byte) (Actor, error) {
 	actor, err := store.New(s.pool).APIKeyActor(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
-		return Actor{}, "", errUnauthorized
+		return Actor{}, errUnauthorized
 	}
 	if err != nil {
-		return Actor{}, "", err
+		return Actor{}, err
 	}
-	a, err := ParseActor(actor)
-	return a, string(hash), err
+	return ParseActor(actor)
 }
 
 func requireAgent(who Actor, what string) error {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"html"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -17,7 +16,6 @@ import (
 	"riverqueue.com/riverui"
 
 	"helpdesk/jobs"
-	"helpdesk/store"
 )
 
 // UIPrefix is where River UI is mounted.
@@ -79,21 +77,15 @@ func (s *Server) Start(ctx context.Context) error {
 // or with a key that is not valid, 403 for a customer's key.
 func (s *Server) uiAgent(r *http.Request) (Actor, error) {
 	var hash []byte
-	if user, key, ok := r.BasicAuth(); ok {
+	user, key, basic := r.BasicAuth()
+	if basic {
 		hash = HashAPIKey(key)
-		who, err := s.actorOf(r.Context(), hash)
-		if err != nil {
-			return Actor{}, err
-		}
-		if who.ID != user {
-			return Actor{}, errUnauthorized // the key is not this user's
-		}
 	} else if c, err := r.Cookie(uiCookie); err == nil {
 		if hash, err = hex.DecodeString(c.Value); err != nil || len(hash) != 32 {
 			return Actor{}, errUnauthorized
 		}
-	} else if scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
-		hash = HashAPIKey(strings.TrimSpace(key))
+	} else if key := bearerKey(r); key != "" {
+		hash = HashAPIKey(key)
 	} else {
 		return Actor{}, errUnauthorized
 	}
@@ -101,21 +93,13 @@ func (s *Server) uiAgent(r *http.Request) (Actor, error) {
 	if err != nil {
 		return Actor{}, err
 	}
+	if basic && who.ID != user {
+		return Actor{}, errUnauthorized // the key is not this user's
+	}
 	if err := requireAgent(who, "use River UI"); err != nil {
 		return Actor{}, err
 	}
 	return who, nil
-}
-
-func (s *Server) actorOf(ctx context.Context, hash []byte) (Actor, error) {
-	actor, err := store.New(s.pool).APIKeyActor(ctx, hash)
-	if errors.Is(err, store.ErrNotFound) {
-		return Actor{}, errUnauthorized
-	}
-	if err != nil {
-		return Actor{}, err
-	}
-	return ParseActor(actor)
 }
 
 // uiLogin is a small page that takes an agent's API key and sets the
@@ -167,13 +151,9 @@ func (s *Server) uiRetry(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		IDs []json.Number `json:"ids"`
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	dec.UseNumber()
-	if err == nil {
-		err = dec.Decode(&req)
-	}
-	if err != nil || len(req.IDs) == 0 || len(req.IDs) > 1000 {
+	if err := dec.Decode(&req); err != nil || len(req.IDs) == 0 || len(req.IDs) > 1000 {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "send {\"ids\": [job ids]}, 1 to 1000 of them"})
 		return
 	}
