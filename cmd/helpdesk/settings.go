@@ -64,8 +64,7 @@ func masked(name, value string) string {
 	}
 	if u, err := url.Parse(value); err == nil && u.User != nil {
 		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
+			return u.Redacted()
 		}
 	}
 	return value
