@@ -54,8 +54,9 @@ func ParseAckTemplate(text string) (*template.Template, error) {
 	return t, nil
 }
 
-// ackWindow is the time over which AckConfig.MaxPerDay counts.
-const ackWindow = 24 * time.Hour
+// AckWindow is the time over which AckConfig.MaxPerDay counts; older
+// acknowledgements may be forgotten.
+const AckWindow = 24 * time.Hour
 
 // noReply matches the local parts that say nobody reads the mailbox, or
 // that a machine sends from: no-reply, do-not-reply, mailer-daemon,
@@ -92,7 +93,7 @@ func (d *Desk) acknowledgeTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, c 
 		claimed   bool
 		messageID int64
 	)
-	claim.ClaimAcknowledgement(c.Email, t.ID, d.config.Ack.MaxPerDay, ackWindow, &claimed)
+	claim.ClaimAcknowledgement(c.Email, t.ID, d.config.Ack.MaxPerDay, AckWindow, &claimed)
 	claim.NextMessageID(&messageID)
 	if err := st.Send(ctx, &claim); err != nil || !claimed {
 		return err

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"helpdesk/desk"
 	"helpdesk/store"
 )
 
@@ -43,25 +44,26 @@ type pruneWorker struct {
 }
 
 func (w *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error {
-	n, err := store.New(w.pool).PruneIdempotencyKeys(ctx, w.retention)
+	st := store.New(w.pool)
+	n, err := st.PruneIdempotencyKeys(ctx, w.retention)
 	if err != nil {
 		return err
 	}
 	if n > 0 {
 		w.logger.InfoContext(ctx, "pruned expired idempotency keys", slog.Int64("deleted", n), slog.Duration("retention", w.retention))
 	}
-	uploads, contents, err := store.New(w.pool).PruneAttachments(ctx, uploadRetention)
+	uploads, contents, err := st.PruneAttachments(ctx, uploadRetention)
 	if err != nil {
 		return err
 	}
 	if uploads+contents > 0 {
 		w.logger.InfoContext(ctx, "pruned unsent uploads", slog.Int64("uploads", uploads), slog.Int64("contents", contents))
 	}
-	if _, err = store.New(w.pool).PruneAcknowledgements(ctx, 24*time.Hour); err != nil {
+	if _, err = st.PruneAcknowledgements(ctx, desk.AckWindow); err != nil {
 		return err
 	}
 	// Deliveries end within hours; a week keeps the events for a look.
-	_, err = store.New(w.pool).PruneWebhookEvents(ctx, 7*24*time.Hour)
+	_, err = st.PruneWebhookEvents(ctx, 7*24*time.Hour)
 	return err
 }
 
