@@ -146,6 +146,46 @@ func TestBatch(t *testing.T) {
 		}
 	})
 
+	t.Run("AnAttemptIsMarkedInTheBatchOnlyWhileTheRelayIsHealthy", func(t *testing.T) {
+		ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Mail"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: store.DirectionOutbound, Author: "agent:alice", Body: "Hi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{MessageID: msg.ID, FromAddress: "support@example.com",
+			Recipients: []store.Recipient{{Address: "ada@example.com", Kind: "to"}}}); err != nil {
+			t.Fatal(err)
+		}
+		mark := func(relay string) bool {
+			var marked bool
+			var b store.Batch
+			b.MarkSendingUnlessRelayTroubled(msg.ID, false, relay, &marked)
+			if err := st.Send(ctx, &b); err != nil {
+				t.Fatal(err)
+			}
+			return marked
+		}
+		attempts := func() int {
+			em, err := st.GetOutboundEmail(ctx, msg.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return em.Attempts
+		}
+		if !mark("healthy.example.com:587") || attempts() != 1 {
+			t.Errorf("on a relay that never failed: attempts %d, want the attempt marked", attempts())
+		}
+		if _, err := st.RecordRelayFault(ctx, "down.example.com:587", "421 4.7.0 slow down", time.Minute, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if mark("down.example.com:587") || attempts() != 1 {
+			t.Errorf("on a paused relay: attempts %d, want nothing marked (EnterRelay decides first)", attempts())
+		}
+	})
+
 	t.Run("InTxNeedsABeginBatch", func(t *testing.T) {
 		if err := store.InTx(ctx, pool, &store.Batch{}, func(pgx.Tx) error { return nil }); err == nil {
 			t.Error("InTx ran without a transaction")
