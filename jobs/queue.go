@@ -101,10 +101,10 @@ func (c *Config) setDefaults() {
 	}
 	c.Breaker.setDefaults()
 	if c.TriageWorkers <= 0 {
-		c.TriageWorkers = 50
+		c.TriageWorkers = DefaultTriageWorkers
 	}
 	if c.EmailWorkers <= 0 {
-		c.EmailWorkers = 20
+		c.EmailWorkers = DefaultEmailWorkers
 	}
 	if c.AutocloseAfter <= 0 {
 		c.AutocloseAfter = 168 * time.Hour
@@ -169,6 +169,13 @@ func (c *Config) LongestJobTimeout() time.Duration {
 // tickets/s whatever the workers; an idle queue is not fetched more often
 // for it, as fetches then come from notifications and the poll interval.
 const DefaultFetchCooldown = 10 * time.Millisecond
+
+// Workers a process runs on each queue unless told otherwise: triage jobs
+// mostly wait on the provider, email jobs on the relay.
+const (
+	DefaultTriageWorkers = 50
+	DefaultEmailWorkers  = 20
+)
 
 // The River queues. Each kind of job inserts into its own.
 const (
