@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -77,18 +76,7 @@ func (s *Store) GetAgent(ctx context.Context, name string) (*Agent, error) {
 
 // GetAgent queues GetAgent; into gets the agent, or nil if none.
 func (b *Batch) GetAgent(name string, into **Agent) {
-	b.b.Queue(getAgentSQL, name).QueryRow(func(row pgx.Row) error {
-		a, err := scanAgent(row)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			*into = nil
-		case err != nil:
-			return fmt.Errorf("get agent %s: %w", name, err)
-		default:
-			*into = a
-		}
-		return nil
-	})
+	queueOptionalRow(b, "get agent", name, scanAgent, into, getAgentSQL, name)
 }
 
 const getAgentSQL = `SELECT ` + agentColumns + ` FROM agents a WHERE a.name = $1`

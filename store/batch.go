@@ -61,6 +61,36 @@ func (b *Batch) texts(what, sql string, into *[]string, args ...any) {
 	})
 }
 
+// queueRow queues a query of one row, which scan reads; into gets it. An
+// error names the row as what and subject ("get ticket T-500001").
+func queueRow[T any](b *Batch, what string, subject any, scan func(pgx.Row) (*T, error), into *T, sql string, args ...any) {
+	b.b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
+		v, err := scan(row)
+		if err != nil {
+			return fmt.Errorf("%s %v: %w", what, subject, err)
+		}
+		*into = *v
+		return nil
+	})
+}
+
+// queueOptionalRow is queueRow for a row that may not be there: into
+// gets nil then.
+func queueOptionalRow[T any](b *Batch, what string, subject any, scan func(pgx.Row) (*T, error), into **T, sql string, args ...any) {
+	b.b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
+		v, err := scan(row)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			*into = nil
+		case err != nil:
+			return fmt.Errorf("%s %v: %w", what, subject, err)
+		default:
+			*into = v
+		}
+		return nil
+	})
+}
+
 // errBatchedAttachments: a message's attachments name its id, which a
 // batch knows only when the message was numbered first (NextMessageID).
 var errBatchedAttachments = errors.New("store: a batched message with attachments needs its number from NextMessageID")

@@ -56,15 +56,8 @@ func (s *Store) GetCustomer(ctx context.Context, id string) (*Customer, error) {
 // CustomerOfTicket queues the read of the customer who opened the
 // ticket; into gets the customer.
 func (b *Batch) CustomerOfTicket(ticketID string, into *Customer) {
-	b.b.Queue(`SELECT `+customerColumns+` FROM customers WHERE id = (SELECT customer_id FROM tickets WHERE id = $1)`, ticketID).
-		QueryRow(func(row pgx.Row) error {
-			c, err := scanCustomer(row)
-			if err != nil {
-				return fmt.Errorf("customer of %s: %w", ticketID, err)
-			}
-			*into = *c
-			return nil
-		})
+	queueRow(b, "customer of", ticketID, scanCustomer, into,
+		`SELECT `+customerColumns+` FROM customers WHERE id = (SELECT customer_id FROM tickets WHERE id = $1)`, ticketID)
 }
 
 // UpsertCustomer adds the customer, or updates its email and name.

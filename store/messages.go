@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -107,14 +106,7 @@ func (b *Batch) InsertMessage(p *InsertMessageParams, into *Message) {
 		b.fail(err)
 		return
 	}
-	b.b.Queue(insertMessageSQL, args...).QueryRow(func(row pgx.Row) error {
-		m, err := scanMessage(row)
-		if err != nil {
-			return fmt.Errorf("insert message on %s: %w", p.TicketID, err)
-		}
-		*into = *m
-		return nil
-	})
+	queueRow(b, "insert message on", p.TicketID, scanMessage, into, insertMessageSQL, args...)
 	if len(p.Attachments) > 0 {
 		id := p.ID
 		var written []*Attachment
@@ -327,18 +319,7 @@ func (s *Store) QuotedMessage(ctx context.Context, reply *Message) (*Message, er
 
 // QuotedMessage queues QuotedMessage; into gets the message, or nil if none.
 func (b *Batch) QuotedMessage(reply *Message, into **Message) {
-	b.b.Queue(quotedMessageSQL, reply.TicketID, reply.ID, reply.CreatedAt).QueryRow(func(row pgx.Row) error {
-		m, err := scanMessage(row)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			*into = nil
-		case err != nil:
-			return fmt.Errorf("message quoted by %d: %w", reply.ID, err)
-		default:
-			*into = m
-		}
-		return nil
-	})
+	queueOptionalRow(b, "message quoted by", reply.ID, scanMessage, into, quotedMessageSQL, reply.TicketID, reply.ID, reply.CreatedAt)
 }
 
 const quotedMessageSQL = `SELECT ` + messageColumns + ` FROM messages
@@ -356,14 +337,7 @@ func (s *Store) GetMessage(ctx context.Context, id int64) (*Message, error) {
 
 // GetMessage queues GetMessage; into gets the message.
 func (b *Batch) GetMessage(id int64, into *Message) {
-	b.b.Queue(getMessageSQL, id).QueryRow(func(row pgx.Row) error {
-		m, err := scanMessage(row)
-		if err != nil {
-			return fmt.Errorf("get message %d: %w", id, err)
-		}
-		*into = *m
-		return nil
-	})
+	queueRow(b, "get message", id, scanMessage, into, getMessageSQL, id)
 }
 
 const getMessageSQL = `SELECT ` + messageColumns + ` FROM messages WHERE id = $1`

@@ -80,15 +80,13 @@ type InsertOutboundEmailParams struct {
 	JobID       *int64      // the job that delivers it, when queued first; else SetOutboundJob
 }
 
-// InsertOutboundEmail records a delivery to be made.
+// InsertOutboundEmail records a delivery to be made, with its
+// recipients, in one round trip.
 func (s *Store) InsertOutboundEmail(ctx context.Context, p *InsertOutboundEmailParams) error {
-	if _, err := s.db.Exec(ctx, insertOutboundSQL, p.MessageID, p.FromAddress, p.JobID); err != nil {
-		return fmt.Errorf("insert outbound email %d: %w", p.MessageID, interpretError(err))
-	}
-	for _, r := range p.Recipients {
-		if _, err := s.db.Exec(ctx, insertRecipientSQL, p.MessageID, r.Address, r.Kind, r.Name); err != nil {
-			return fmt.Errorf("insert recipient %s of %d: %w", r.Address, p.MessageID, interpretError(err))
-		}
+	var b Batch
+	b.InsertOutboundEmail(p)
+	if err := s.Send(ctx, &b); err != nil {
+		return fmt.Errorf("insert outbound email %d: %w", p.MessageID, err)
 	}
 	return nil
 }
@@ -130,29 +128,18 @@ func scanOutbound(row pgx.Row) (*OutboundEmail, error) {
 
 // GetOutboundEmail returns a delivery with its recipients, or ErrNotFound.
 func (s *Store) GetOutboundEmail(ctx context.Context, messageID int64) (*OutboundEmail, error) {
-	e, err := scanOutbound(s.db.QueryRow(ctx, getOutboundSQL, messageID))
-	if err != nil {
-		return nil, fmt.Errorf("get outbound email %d: %w", messageID, err)
+	var b Batch
+	e := &OutboundEmail{}
+	b.GetOutboundEmail(messageID, e)
+	if err := s.Send(ctx, &b); err != nil {
+		return nil, err
 	}
-	rows, err := s.db.Query(ctx, messageRecipientsSQL, messageID)
-	if err != nil {
-		return nil, fmt.Errorf("list recipients: %w", err)
-	}
-	byMessage, err := scanRecipients(rows)
-	e.Recipients = byMessage[messageID]
-	return e, err
+	return e, nil
 }
 
 // GetOutboundEmail queues GetOutboundEmail; into gets the delivery.
 func (b *Batch) GetOutboundEmail(messageID int64, into *OutboundEmail) {
-	b.b.Queue(getOutboundSQL, messageID).QueryRow(func(row pgx.Row) error {
-		e, err := scanOutbound(row)
-		if err != nil {
-			return fmt.Errorf("get outbound email %d: %w", messageID, err)
-		}
-		*into = *e
-		return nil
-	})
+	queueRow(b, "get outbound email", messageID, scanOutbound, into, getOutboundSQL, messageID)
 	b.b.Queue(messageRecipientsSQL, messageID).Query(func(rows pgx.Rows) error {
 		byMessage, err := scanRecipients(rows)
 		into.Recipients = byMessage[messageID]

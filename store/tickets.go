@@ -136,14 +136,7 @@ func (s *Store) GetTicket(ctx context.Context, id string) (*Ticket, error) {
 
 // GetTicket queues GetTicket; into gets the ticket.
 func (b *Batch) GetTicket(id string, into *Ticket) {
-	b.b.Queue(getTicketSQL, id).QueryRow(func(row pgx.Row) error {
-		t, err := scanTicket(row)
-		if err != nil {
-			return fmt.Errorf("get ticket %s: %w", id, err)
-		}
-		*into = *t
-		return nil
-	})
+	queueRow(b, "get ticket", id, scanTicket, into, getTicketSQL, id)
 }
 
 const getTicketSQL = `SELECT ` + ticketColumns + ` FROM tickets WHERE id = $1`
