@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -104,6 +105,10 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 	if err != nil || len(to) == 0 {
 		return err
 	}
+	from, err := mail.ParseAddress(em.FromAddress)
+	if err != nil {
+		return w.unsendable(ctx, &msg, fmt.Errorf("From: %w", err))
+	}
 
 	// The bytes are kept before the first send, and the attempt is marked
 	// as starting in the same round trip, unless the relay is troubled.
@@ -114,7 +119,7 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 		raw           []byte
 	)
 	if em.Rendered == nil {
-		if out, raw, err = w.render(ctx, &em, &msg); err != nil {
+		if out, raw, err = w.render(ctx, from, &em, &msg); err != nil {
 			return err
 		}
 		keep.SaveRendered(em.MessageID, out.InReplyTo, out.References, raw, &saved)
@@ -159,10 +164,6 @@ func (w *EmailWorker) deliver(ctx context.Context, job *rivertype.JobRow, messag
 		if err := st.MarkSending(ctx, em.MessageID, resendsUncertain); err != nil {
 			return err
 		}
-	}
-	from, err := mail.ParseAddress(em.FromAddress)
-	if err != nil {
-		return w.unsendable(ctx, &msg, fmt.Errorf("From: %w", err))
 	}
 	res := w.relay.Send(ctx, mail.Envelope{From: from.Address, To: to}, em.Rendered)
 	if ctx.Err() != nil && res.Err != nil && !res.BodySent {
@@ -218,7 +219,7 @@ func (w *EmailWorker) reportRefusals(ctx context.Context, tx pgx.Tx, msg *store.
 		return nil // mail to agents: their own problem to see in the log
 	}
 	for _, r := range results {
-		if r.State != store.RecipientFailed || r.SMTPCode < 500 {
+		if !refusedForGood(r) {
 			continue
 		}
 		status := strings.TrimSpace(r.SMTPEnhanced + " " + strconv.Itoa(r.SMTPCode) + " " + r.SMTPText)
@@ -229,14 +230,9 @@ func (w *EmailWorker) reportRefusals(ctx context.Context, tx pgx.Tx, msg *store.
 	return nil
 }
 
-// refused reports whether any recipient was refused for good.
-func refused(results []store.RecipientResult) bool {
-	for _, r := range results {
-		if r.State == store.RecipientFailed && r.SMTPCode >= 500 {
-			return true
-		}
-	}
-	return false
+// refusedForGood: the server refused the recipient with a 5xx.
+func refusedForGood(r store.RecipientResult) bool {
+	return r.State == store.RecipientFailed && r.SMTPCode >= 500
 }
 
 // noticeDelay shows a message that waited longer than the delay notice as
@@ -302,11 +298,7 @@ func (w *EmailWorker) giveUp(ctx context.Context, em *store.OutboundEmail, msg *
 
 // render builds the mail from the stored message and its ticket, all
 // read in one round trip; deliver keeps the bytes.
-func (w *EmailWorker) render(ctx context.Context, em *store.OutboundEmail, msg *store.Message) (*mail.Outgoing, []byte, error) {
-	from, err := mail.ParseAddress(em.FromAddress)
-	if err != nil {
-		return nil, nil, w.unsendable(ctx, msg, fmt.Errorf("From: %w", err))
-	}
+func (w *EmailWorker) render(ctx context.Context, from *mail.Address, em *store.OutboundEmail, msg *store.Message) (*mail.Outgoing, []byte, error) {
 	if msg.EmailMessageID == nil {
 		return nil, nil, w.unsendable(ctx, msg, errors.New("the message has no Message-ID"))
 	}
@@ -494,7 +486,7 @@ func (w *EmailWorker) settle(ctx context.Context, job *rivertype.JobRow, em *sto
 	// A relay that answered is up again, whatever it said of this message.
 	recovered := relayTroubled && !outcome.PausesRelay() && !outcome.Config
 	var more func(tx pgx.Tx) error
-	if recovered || refused(attempt.Recipients) {
+	if recovered || slices.ContainsFunc(attempt.Recipients, refusedForGood) {
 		more = func(tx pgx.Tx) error {
 			if err := w.reportRefusals(ctx, tx, msg, attempt.Recipients); err != nil || !recovered {
 				return err
