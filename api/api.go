@@ -17,6 +17,7 @@ import (
 	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/metrics"
+	"helpdesk/vocab"
 )
 
 // Config is what the API needs.
@@ -182,7 +183,7 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 
 // handlerFunc serves an authenticated request and returns its error
 // instead of writing it.
-type handlerFunc func(w http.ResponseWriter, r *http.Request, who Actor) error
+type handlerFunc func(w http.ResponseWriter, r *http.Request, who vocab.Actor) error
 
 // route registers handlers by method behind authentication, so that every
 // other method, and every caller without a valid key, gets the same JSON

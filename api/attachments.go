@@ -16,10 +16,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-
 	"helpdesk/desk"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // maxFilenameBytes bounds an uploaded file's name.
@@ -28,7 +27,7 @@ const maxFilenameBytes = 255
 // uploadAttachment answers POST /v1/attachments (agents): one file in a
 // multipart/form-data body under the field "file". It is kept until a
 // reply sends it ("attachments": [id]), once per Idempotency-Key.
-func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "upload attachments"); err != nil {
 		return err
 	}
@@ -74,14 +73,14 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, who Ac
 		if err := checkFilename(name); err != nil {
 			return err
 		}
-		upload = &desk.Upload{Agent: who.ID, Filename: name, ContentType: uploadedType(part.Header.Get("Content-Type")), Content: content}
+		upload = &desk.Upload{Agent: who.ID(), Filename: name, ContentType: uploadedType(part.Header.Get("Content-Type")), Content: content}
 	}
 	if upload == nil {
 		return badRequest("missing_file", "the body has no field named file")
 	}
 	sum := sha256.Sum256(upload.Content)
 	canonical := map[string]string{"filename": upload.Filename, "content_type": upload.ContentType, "sha256": hex.EncodeToString(sum[:])}
-	return s.createOnce(w, r, who, canonical, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
+	return s.createOnce(w, r, who, canonical, func(ctx context.Context, tx *store.Tx) (int, any, error) {
 		a, err := s.desk.StoreUploadTx(ctx, tx, upload)
 		if err != nil {
 			return 0, nil, err
@@ -122,7 +121,7 @@ func uploadedType(t string) string {
 // to whoever may read the ticket (customers: of the messages they see).
 // It is always a download: Content-Disposition attachment, nosniff and a
 // sandbox policy, so that an HTML or SVG file never runs as the API's page.
-func (s *Server) getAttachment(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) getAttachment(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	ctx := r.Context()
 	ticket, err := s.visibleTicket(ctx, who, r.PathValue("id"))
 	if err != nil {
@@ -134,7 +133,7 @@ func (s *Server) getAttachment(w http.ResponseWriter, r *http.Request, who Actor
 		return notFound
 	}
 	a, content, err := store.New(s.pool).TicketAttachment(ctx, ticket.ID, id)
-	if isNotFound(err) || (err == nil && !who.IsAgent() && !store.Public(a.MessageDirection)) {
+	if isNotFound(err) || (err == nil && !who.IsAgent() && !a.MessageDirection.Public()) {
 		return notFound
 	}
 	if err != nil {

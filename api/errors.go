@@ -53,6 +53,8 @@ func toAPIError(err error) *Error {
 			"; upload the file again with POST /v1/attachments"}
 	case errors.Is(err, desk.ErrAttachmentTooLarge):
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "attachment_too_large", Message: err.Error()}
+	case errors.Is(err, desk.ErrCustomerExists):
+		return &Error{Status: http.StatusConflict, Code: "customer_exists", Message: err.Error()}
 	case errors.Is(err, store.ErrConflict):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: err.Error()}
 	case store.Unavailable(err):

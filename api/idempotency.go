@@ -8,9 +8,8 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/jackc/pgx/v5"
-
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // HeaderIdempotencyKey names a creating request; HeaderReplayed marks an
@@ -51,36 +50,16 @@ func fingerprint(r *http.Request, canonical any) []byte {
 // the first request's answer is saved with the key in the same transaction,
 // and a repeat with the same fingerprint gets it back with Idempotent-Replayed:
 // true, saving nothing. A repeat that arrives while the first is in flight
-// waits on the key's unique index and then replays. The same key with
-// another request is 422 idempotency_key_reused. Without a key, create just runs.
-func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who Actor, canonical any,
-	create func(ctx context.Context, tx pgx.Tx) (status int, body any, err error)) error {
-	return s.createOnceWith(w, r, who, canonical, creation{
-		run: func(ctx context.Context, tx pgx.Tx, save func(status int, body any, b *store.Batch)) error {
-			status, body, err := create(ctx, tx)
-			if err != nil {
-				return err
-			}
-			var b store.Batch
-			save(status, body, &b)
-			return store.New(tx).Send(ctx, &b)
-		},
-	})
-}
-
-// creation is what createOnceWith runs: first may queue statements to send
-// with BEGIN and the key's claim; run writes the rest and hands its answer
-// to save, with the batch it sends, so that the answer is saved in the
-// same round trip as its last rows.
-type creation struct {
-	first func(b *store.Batch)
-	run   func(ctx context.Context, tx pgx.Tx, save func(status int, body any, b *store.Batch)) error
-}
-
-// createOnceWith is createOnce in as few round trips as the guarantees
-// allow: a replay is one read; a new request begins its transaction, claims
-// the key and sends the creation's first statements at once.
-func (s *Server) createOnceWith(w http.ResponseWriter, r *http.Request, who Actor, canonical any, c creation) error {
+// waits on the key's unique index and then replays: its own work is rolled
+// back. The same key with another request is 422 idempotency_key_reused.
+// Without a key, create just runs.
+//
+// A replay of a finished request is one read. A new request's claim goes
+// with the transaction's first trip (with BEGIN and create's first
+// statements), and the answer with its last (with create's writes that
+// wait for it, and COMMIT).
+func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who vocab.Actor, canonical any,
+	create func(ctx context.Context, tx *store.Tx) (status int, body any, err error)) error {
 	ctx := r.Context()
 	key, err := idempotencyKey(r)
 	if err != nil {
@@ -105,38 +84,51 @@ func (s *Server) createOnceWith(w http.ResponseWriter, r *http.Request, who Acto
 		status   int
 		response []byte
 		prior    *store.IdempotencyKey
-		claimed  bool
+		claim    store.Claim
 	)
-	first := store.BeginBatch()
-	if key != "" {
-		first.ClaimIdempotencyKey(actor, key, fp, s.retention, &claimed)
-	}
-	if c.first != nil {
-		c.first(first)
-	}
-	err = store.InTx(ctx, s.pool, first, func(tx pgx.Tx) error {
-		if key != "" && !claimed {
-			// A copy raced us and committed first; its answer is ours.
-			var err error
-			prior, err = store.New(tx).GetIdempotencyKey(ctx, actor, key, s.retention)
+	err = store.Run(ctx, s.pool, func(tx *store.Tx) error {
+		if key != "" {
+			tx.Later(func(b *store.Batch) { b.ClaimIdempotencyKey(actor, key, fp, s.retention, &claim) })
+		}
+		st, body, err := create(ctx, tx)
+		if key == "" {
+			if err == nil {
+				status, response = st, bytes.TrimSuffix(encodeJSON(body), []byte("\n"))
+			}
 			return err
 		}
-		return c.run(ctx, tx, func(st int, body any, b *store.Batch) {
-			status, response = st, bytes.TrimSuffix(encodeJSON(body), []byte("\n"))
-			if key != "" {
-				b.SaveIdempotentResponse(actor, key, status, response)
+		if !claim.Sent {
+			if _, ferr := tx.Pgx(ctx); ferr != nil {
+				return errors.Join(err, ferr)
 			}
-		})
+		}
+		if !claim.Claimed {
+			// A copy raced us and committed first: its answer is ours, and
+			// what this one did is rolled back.
+			if prior, err = tx.Store().GetIdempotencyKey(ctx, actor, key, s.retention); err != nil {
+				return err
+			}
+			return errLostRace
+		}
+		if err != nil {
+			return err
+		}
+		status, response = st, bytes.TrimSuffix(encodeJSON(body), []byte("\n"))
+		tx.Later(func(b *store.Batch) { b.SaveIdempotentResponse(actor, key, status, response) })
+		return nil
 	})
+	if errors.Is(err, errLostRace) {
+		return replay(w, prior, fp)
+	}
 	if err != nil {
 		return err
-	}
-	if prior != nil {
-		return replay(w, prior, fp)
 	}
 	writeRaw(w, status, response)
 	return nil
 }
+
+// errLostRace rolls back a request whose Idempotency-Key a copy claimed first.
+var errLostRace = errors.New("idempotency key claimed by a concurrent copy")
 
 // replay answers a repeated request with the first answer, or 422 if the
 // key was used for another request.

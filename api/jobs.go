@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"helpdesk/jobs"
+	"helpdesk/vocab"
 )
 
 // maxListLimit bounds one page of GET /v1/jobs.
@@ -19,7 +20,7 @@ func jobID(r *http.Request) (int64, error) {
 }
 
 // getJob answers GET /v1/jobs/{id}.
-func (s *Server) getJob(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "read jobs"); err != nil {
 		return err
 	}
@@ -36,7 +37,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, who Actor) error
 }
 
 // listJobs answers GET /v1/jobs?state=dead_letter[&after=ID][&limit=N].
-func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "list jobs"); err != nil {
 		return err
 	}
@@ -75,7 +76,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, who Actor) err
 }
 
 // retryJob answers POST /v1/jobs/{id}/retry.
-func (s *Server) retryJob(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) retryJob(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "retry jobs"); err != nil {
 		return err
 	}

@@ -14,8 +14,9 @@ import (
 	"helpdesk/api"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
-	"helpdesk/jobs/provider/simulator"
+	"helpdesk/provider/simulator"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 type apiBundle struct {
@@ -64,7 +65,7 @@ func serveAPIWith(t testing.TB, b *jobstest.Bundle, q *jobs.Queue, config api.Co
 func (b *apiBundle) key(t testing.TB, actor string) string {
 	t.Helper()
 	key, sha := api.NewAPIKey()
-	if err := b.Store.InsertAPIKey(b.Ctx, actor, sha); err != nil {
+	if err := b.Store.InsertAPIKey(b.Ctx, vocab.Actor(actor), sha); err != nil {
 		t.Fatal(err)
 	}
 	return key

@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,8 +12,8 @@ import (
 	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
-	"helpdesk/jobs/provider/simulator"
 	"helpdesk/mail/smtptest"
+	"helpdesk/provider/simulator"
 	"helpdesk/store"
 )
 
@@ -30,7 +31,7 @@ func setupTeam(t *testing.T, start bool) *teamBundle {
 	t.Helper()
 	b := jobstest.Setup(t)
 	srv := b.WithSMTP(t)
-	b.Config.AutoAssign = true
+	b.DeskConfig.AutoAssign = true
 	for _, a := range []store.UpsertAgentParams{
 		{Name: "alice", DisplayName: "Alice", Email: "alice@support.example.com", Teams: []string{"billing"}},
 		{Name: "bilal", DisplayName: "Bilal", Email: "bilal@support.example.com", Teams: []string{"billing", "general"}},
@@ -206,7 +207,7 @@ func TestTicketLifecycle(t *testing.T) {
 		now := time.Now()
 		b.Config.AutocloseAfter = 168 * time.Hour
 		b.Config.Now = func() time.Time { return now.Add(167 * time.Hour) }
-		early := b.NewQueue(t)
+		early := b.NewWorkers(t, b.NewQueue(t))
 		if err := early.Autoclose(b.Ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +215,7 @@ func TestTicketLifecycle(t *testing.T) {
 			t.Fatalf("closed %s before its time", tk["status"])
 		}
 		b.Config.Now = func() time.Time { return now.Add(169 * time.Hour) }
-		if err := b.NewQueue(t).Autoclose(b.Ctx); err != nil {
+		if err := b.NewWorkers(t, b.NewQueue(t)).Autoclose(b.Ctx); err != nil {
 			t.Fatal(err)
 		}
 		tk := b.ticket(t, b.agent, id)
@@ -255,7 +256,7 @@ func TestAssignment(t *testing.T) {
 	t.Run("AHundredTicketsSpreadEvenlyOverATeamOfThree", func(t *testing.T) {
 		t.Parallel()
 		b := jobstest.Setup(t)
-		b.Config.AutoAssign = true
+		b.DeskConfig.AutoAssign = true
 		b.Config.TriageWorkers = 10
 		for _, name := range []string{"ana", "ben", "cyd"} {
 			if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: name, DisplayName: name, Email: name + "@support.example.com",
@@ -497,7 +498,13 @@ func TestNotesAndDrafts(t *testing.T) {
 			t.Fatalf("fresh draft: %d %v", status, resp)
 		}
 		jobstest.WaitFor(t, b.queue, int64(resp["job_id"].(float64)), jobs.StateSucceeded, 10*time.Second)
-		got := b.smtp.Deliveries()
+		// The mail to the customer; the agents are notified of each message too.
+		var got []smtptest.Delivery
+		for _, d := range b.smtp.Deliveries() {
+			if slices.Contains(d.To, "ada@example.com") {
+				got = append(got, d)
+			}
+		}
 		if len(got) != 1 || !strings.Contains(string(got[0].Raw), "order 5150") {
 			t.Errorf("sent %d mails; want the fresh draft about order 5150", len(got))
 		}

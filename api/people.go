@@ -5,15 +5,14 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"helpdesk/desk"
 	"helpdesk/mail"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // listAgents answers GET /v1/agents (agents): every agent with its teams.
-func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "list agents"); err != nil {
 		return err
 	}
@@ -29,9 +28,9 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, who Actor) e
 }
 
 // getCustomer answers GET /v1/customers/{id}: agents, or the customer itself.
-func (s *Server) getCustomer(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) getCustomer(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	id := r.PathValue("id")
-	if !customerIDRE.MatchString(id) || (!who.IsAgent() && who.ID != id) {
+	if !vocab.CustomerIDPattern.MatchString(id) || (!who.IsAgent() && who.ID() != id) {
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "customer not found"}
 	}
 	c, err := store.New(s.pool).GetCustomer(r.Context(), id)
@@ -43,7 +42,7 @@ func (s *Server) getCustomer(w http.ResponseWriter, r *http.Request, who Actor) 
 }
 
 // listCustomers answers GET /v1/customers[?email=ADDRESS] (agents).
-func (s *Server) listCustomers(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) listCustomers(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "list customers"); err != nil {
 		return err
 	}
@@ -71,7 +70,7 @@ func (s *Server) listCustomers(w http.ResponseWriter, r *http.Request, who Actor
 		return nil
 	}
 	after := q.Get("after")
-	if after != "" && !customerIDRE.MatchString(after) {
+	if after != "" && !vocab.CustomerIDPattern.MatchString(after) {
 		return badRequest("invalid_after", "after must be a customer id")
 	}
 	list, err := st.ListCustomers(r.Context(), after, 100)
@@ -96,7 +95,7 @@ type createCustomerRequest struct {
 
 // createCustomer answers POST /v1/customers (agents): a customer with the
 // next C-number, once per Idempotency-Key; an address already taken is 409.
-func (s *Server) createCustomer(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) createCustomer(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "add customers"); err != nil {
 		return err
 	}
@@ -114,14 +113,8 @@ func (s *Server) createCustomer(w http.ResponseWriter, r *http.Request, who Acto
 	if err := validateName(req.Name); err != nil {
 		return err
 	}
-	return s.createOnce(w, r, who, req, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
-		st := store.New(tx)
-		if _, err := st.CustomerByEmail(ctx, a.Address); err == nil {
-			return 0, nil, &Error{Status: http.StatusConflict, Code: "customer_exists", Message: "a customer with " + a.Address + " exists"}
-		} else if !isNotFound(err) {
-			return 0, nil, err
-		}
-		c, err := st.InsertCustomerByEmail(ctx, a.Address, strings.TrimSpace(req.Name))
+	return s.createOnce(w, r, who, req, func(ctx context.Context, tx *store.Tx) (int, any, error) {
+		c, err := s.desk.CreateCustomerTx(ctx, tx, a.Address, req.Name)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -135,15 +128,15 @@ type patchAgentRequest struct {
 
 // patchAgent answers PATCH /v1/agents/{name}: an agent sets its own
 // signature, which goes below every reply it sends from then on.
-func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "change agents"); err != nil {
 		return err
 	}
 	name := r.PathValue("name")
 	if name == "me" {
-		name = who.ID
+		name = who.ID()
 	}
-	if name != who.ID {
+	if name != who.ID() {
 		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: "an agent may change only its own settings"}
 	}
 	var req patchAgentRequest

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 type providerView struct {
@@ -37,7 +38,7 @@ func viewProvider(p *store.Provider) providerView {
 
 // getProvider answers GET /v1/provider: the AI provider's circuit breaker
 // and pace, as every process shares them.
-func (s *Server) getProvider(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) getProvider(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "read the provider's state"); err != nil {
 		return err
 	}

@@ -6,11 +6,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"helpdesk/desk"
 	"helpdesk/mail"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // maxCc bounds the copies of one reply, maxReplyAttachments its files.
@@ -25,7 +24,7 @@ type createReplyRequest struct {
 	// FromDraft sends the ticket's current AI draft; Body, if set, replaces it.
 	FromDraft bool `json:"from_draft"`
 	// Status is the ticket's status after the reply; default pending.
-	Status string `json:"status"`
+	Status vocab.Status `json:"status"`
 	// Attachments are ids from POST /v1/attachments, sent in this order.
 	Attachments []int64 `json:"attachments"`
 }
@@ -39,7 +38,7 @@ type createReplyResponse struct {
 // createReply answers POST /v1/tickets/{id}/replies: the outbound message
 // with its Message-ID, its recipients and its email job in one transaction,
 // once per Idempotency-Key.
-func (s *Server) createReply(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) createReply(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "reply to tickets"); err != nil {
 		return err
 	}
@@ -86,8 +85,8 @@ func (s *Server) createReply(w http.ResponseWriter, r *http.Request, who Actor) 
 	return s.createOnce(w, r, who, struct {
 		Ticket string `json:"ticket"`
 		createReplyRequest
-	}{ticketID, req}, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
-		msg, jobID, err := s.desk.CreateReplyTx(ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: who.String(), Body: req.Body, Cc: cc,
+	}{ticketID, req}, func(ctx context.Context, tx *store.Tx) (int, any, error) {
+		msg, jobID, err := s.desk.CreateReplyTx(ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: who, Body: req.Body, Cc: cc,
 			FromDraft: req.FromDraft, Status: req.Status, Attachments: req.Attachments})
 		if errors.Is(err, desk.ErrNoRelay) {
 			return 0, nil, &Error{Status: http.StatusServiceUnavailable, Code: "email_not_configured", Message: err.Error()}
@@ -119,7 +118,7 @@ type messageWithDelivery struct {
 
 // listMessages answers GET /v1/tickets/{id}/messages: the conversation, and
 // for each outbound message how its delivery went, recipient by recipient.
-func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	ctx := r.Context()
 	ticket, err := s.visibleTicket(ctx, who, r.PathValue("id"))
 	if err != nil {
@@ -140,7 +139,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, who Actor)
 	}
 	out := make([]messageWithDelivery, 0, len(msgs))
 	for _, m := range msgs {
-		if !store.Public(m.Direction) && !who.IsAgent() {
+		if !m.Direction.Public() && !who.IsAgent() {
 			continue
 		}
 		v := messageWithDelivery{messageView: viewMessage(m, attachments)}

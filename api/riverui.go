@@ -16,6 +16,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"helpdesk/jobs"
+	"helpdesk/vocab"
 )
 
 // UIPrefix is where River UI is mounted.
@@ -75,29 +76,29 @@ func (s *Server) Start(ctx context.Context) error {
 
 // uiAgent is the agent a UI request comes from: 401 without credentials
 // or with a key that is not valid, 403 for a customer's key.
-func (s *Server) uiAgent(r *http.Request) (Actor, error) {
+func (s *Server) uiAgent(r *http.Request) (vocab.Actor, error) {
 	var hash []byte
 	user, key, basic := r.BasicAuth()
 	if basic {
 		hash = HashAPIKey(key)
 	} else if c, err := r.Cookie(uiCookie); err == nil {
 		if hash, err = hex.DecodeString(c.Value); err != nil || len(hash) != 32 {
-			return Actor{}, errUnauthorized
+			return "", errUnauthorized
 		}
 	} else if key := bearerKey(r); key != "" {
 		hash = HashAPIKey(key)
 	} else {
-		return Actor{}, errUnauthorized
+		return "", errUnauthorized
 	}
 	who, err := s.actorOf(r.Context(), hash)
 	if err != nil {
-		return Actor{}, err
+		return "", err
 	}
-	if basic && who.ID != user {
-		return Actor{}, errUnauthorized // the key is not this user's
+	if basic && who.ID() != user {
+		return "", errUnauthorized // the key is not this user's
 	}
 	if err := requireAgent(who, "use River UI"); err != nil {
-		return Actor{}, err
+		return "", err
 	}
 	return who, nil
 }

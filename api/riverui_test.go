@@ -12,7 +12,7 @@ import (
 	"helpdesk/api"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
-	"helpdesk/jobs/provider/simulator"
+	"helpdesk/provider/simulator"
 )
 
 // noRedirects is a client that shows redirects instead of following them.

@@ -5,11 +5,12 @@ import (
 
 	"helpdesk/mail"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // listSuppressions answers GET /v1/suppressions (agents): the addresses
 // that bounced for good, which replies skip until they expire or are cleared.
-func (s *Server) listSuppressions(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) listSuppressions(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "list suppressions"); err != nil {
 		return err
 	}
@@ -25,7 +26,7 @@ func (s *Server) listSuppressions(w http.ResponseWriter, r *http.Request, who Ac
 }
 
 // clearSuppression answers DELETE /v1/suppressions/{address} (agents).
-func (s *Server) clearSuppression(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) clearSuppression(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "clear suppressions"); err != nil {
 		return err
 	}

@@ -3,25 +3,22 @@ package api
 import (
 	"context"
 	"net/http"
-	"slices"
-	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"helpdesk/desk"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 type patchTicketRequest struct {
-	Status   *string `json:"status"`
-	Assignee *string `json:"assignee"` // an agent's name, "" for nobody
-	Team     *string `json:"team"`
-	Priority *int    `json:"priority"`
+	Status   *vocab.Status `json:"status"`
+	Assignee *string       `json:"assignee"` // an agent's name, "" for nobody
+	Team     *string       `json:"team"`
+	Priority *int          `json:"priority"`
 }
 
 // patchTicket answers PATCH /v1/tickets/{id} (agents): status, assignee,
 // team, priority, each change an event, all or nothing.
-func (s *Server) patchTicket(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) patchTicket(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "change tickets"); err != nil {
 		return err
 	}
@@ -36,16 +33,16 @@ func (s *Server) patchTicket(w http.ResponseWriter, r *http.Request, who Actor) 
 	switch {
 	case req.Status == nil && req.Assignee == nil && req.Team == nil && req.Priority == nil:
 		return unprocessable("empty_change", "send at least one of status, assignee, team, priority")
-	case req.Status != nil && !slices.Contains(store.TicketStatuses, *req.Status):
-		return unprocessable("invalid_status", "status must be one of %s", strings.Join(store.TicketStatuses, ", "))
-	case req.Assignee != nil && *req.Assignee != "" && !agentNameRE.MatchString(*req.Assignee):
+	case req.Status != nil && !req.Status.Valid():
+		return unprocessable("invalid_status", "status must be one of %s", vocab.StatusNames())
+	case req.Assignee != nil && *req.Assignee != "" && !vocab.AgentNamePattern.MatchString(*req.Assignee):
 		return unprocessable("unknown_agent", "assignee %q is not an agent's name", *req.Assignee)
 	case req.Team != nil && !desk.TeamName.MatchString(*req.Team):
 		return unprocessable("unknown_team", "team %q is not a team's name", *req.Team)
 	case req.Priority != nil && (*req.Priority < 1 || *req.Priority > 4):
 		return unprocessable("invalid_priority", "priority must be 1 (urgent) to 4 (low), got %d", *req.Priority)
 	}
-	if _, err := s.desk.ChangeTicket(r.Context(), who.String(), id, &desk.Change{Status: req.Status, Assignee: req.Assignee,
+	if _, err := s.desk.ChangeTicket(r.Context(), who, id, &desk.Change{Status: req.Status, Assignee: req.Assignee,
 		Team: req.Team, Priority: req.Priority}); err != nil {
 		return err
 	}
@@ -58,7 +55,7 @@ type noteRequest struct {
 
 // createNote answers POST /v1/tickets/{id}/notes (agents): an internal
 // note, never emailed, never shown to the customer.
-func (s *Server) createNote(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) createNote(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "write notes"); err != nil {
 		return err
 	}
@@ -73,7 +70,7 @@ func (s *Server) createNote(w http.ResponseWriter, r *http.Request, who Actor) e
 	if err := validateText("body", req.Body); err != nil {
 		return err
 	}
-	msg, err := s.desk.AddNote(r.Context(), who.String(), id, req.Body)
+	msg, err := s.desk.AddNote(r.Context(), who, id, req.Body)
 	if err != nil {
 		return err
 	}
@@ -96,7 +93,7 @@ type followUpResponse struct {
 // ticket's own customer writes again. It reopens a pending or solved
 // ticket and triages it again, in one transaction; on a closed ticket it
 // opens a follow-up. Once per Idempotency-Key.
-func (s *Server) createCustomerMessage(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) createCustomerMessage(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if who.IsAgent() {
 		return &Error{Status: http.StatusForbidden, Code: "forbidden",
 			Message: "agents answer with POST /v1/tickets/{id}/replies or write notes"}
@@ -118,8 +115,8 @@ func (s *Server) createCustomerMessage(w http.ResponseWriter, r *http.Request, w
 	return s.createOnce(w, r, who, struct {
 		Ticket string `json:"ticket"`
 		followUpRequest
-	}{ticket.ID, req}, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
-		m, err := s.desk.AddCustomerMessageTx(ctx, tx, &desk.CustomerMessageParams{TicketID: ticket.ID, Author: who.String(), Body: req.Body})
+	}{ticket.ID, req}, func(ctx context.Context, tx *store.Tx) (int, any, error) {
+		m, err := s.desk.AddCustomerMessageTx(ctx, tx, &desk.CustomerMessageParams{TicketID: ticket.ID, Author: who, Body: req.Body})
 		if err != nil {
 			return 0, nil, err
 		}
@@ -132,9 +129,9 @@ func (s *Server) createCustomerMessage(w http.ResponseWriter, r *http.Request, w
 }
 
 // statusOf checks an optional status a reply leaves the ticket in.
-func statusOf(v string) error {
-	if v != "" && !slices.Contains(store.TicketStatuses, v) {
-		return unprocessable("invalid_status", "status must be one of %s", strings.Join(store.TicketStatuses, ", "))
+func statusOf(v vocab.Status) error {
+	if v != "" && !v.Valid() {
+		return unprocessable("invalid_status", "status must be one of %s", vocab.StatusNames())
 	}
 	return nil
 }

@@ -14,11 +14,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-
 	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // Limits of a new ticket.
@@ -42,7 +41,7 @@ type createTicketResponse struct {
 // validate checks what would otherwise reach the database or, later, a
 // mail header: a subject with CR or LF could forge headers.
 func (req *createTicketRequest) validate() error {
-	if !customerIDRE.MatchString(req.CustomerID) {
+	if !vocab.CustomerIDPattern.MatchString(req.CustomerID) {
 		return unprocessable("invalid_customer_id", "customer_id must look like C-0022, got %q", req.CustomerID)
 	}
 	n := utf8.RuneCountInString(req.Subject)
@@ -61,7 +60,7 @@ func (req *createTicketRequest) validate() error {
 
 // createTicket answers POST /v1/tickets: the ticket, its first message and
 // its triage job in one transaction, once per Idempotency-Key.
-func (s *Server) createTicket(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) createTicket(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if _, err := idempotencyKey(r); err != nil {
 		return err
 	}
@@ -72,27 +71,23 @@ func (s *Server) createTicket(w http.ResponseWriter, r *http.Request, who Actor)
 	if err := req.validate(); err != nil {
 		return err
 	}
-	if !who.IsAgent() && req.CustomerID != who.ID {
+	if !who.IsAgent() && req.CustomerID != who.ID() {
 		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: "a customer may only open tickets for itself"}
 	}
-	// The ticket's numbers come with the key's claim; its rows and the
-	// answer go in one batch; an unknown customer is the ticket's foreign key.
-	var numbers desk.TicketNumbers
-	return s.createOnceWith(w, r, who, req, creation{
-		first: numbers.Take,
-		run: func(ctx context.Context, tx pgx.Tx, save func(int, any, *store.Batch)) error {
-			_, _, err := s.desk.OpenTicketTx(ctx, tx, &desk.OpenTicketParams{
-				CustomerID: req.CustomerID, Subject: req.Subject, Body: req.Body, Author: who.String(), Numbers: &numbers,
-				With: func(ticketID string, jobID int64, b *store.Batch) {
-					save(http.StatusAccepted, createTicketResponse{TicketID: ticketID, JobID: jobID, State: jobs.StateQueued}, b)
-				},
-			})
-			if errors.Is(err, store.ErrUnknownCustomer) {
-				return unprocessable("unknown_customer", "there is no customer %s", req.CustomerID)
-			}
-			return err
-		},
+	// The ticket's rows wait for the transaction's commit, with the saved
+	// answer: an unknown customer is the ticket's foreign key, refused then.
+	err := s.createOnce(w, r, who, req, func(ctx context.Context, tx *store.Tx) (int, any, error) {
+		ticket, jobID, err := s.desk.OpenTicketTx(ctx, tx, &desk.OpenTicketParams{
+			CustomerID: req.CustomerID, Subject: req.Subject, Body: req.Body, Author: who})
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusAccepted, createTicketResponse{TicketID: ticket.ID, JobID: jobID, State: jobs.StateQueued}, nil
 	})
+	if errors.Is(err, store.ErrUnknownCustomer) {
+		return unprocessable("unknown_customer", "there is no customer %s", req.CustomerID)
+	}
+	return err
 }
 
 type ticketSummary struct {
@@ -100,7 +95,7 @@ type ticketSummary struct {
 	CustomerID            string        `json:"customer_id"`
 	Customer              *customerView `json:"customer"`
 	Subject               string        `json:"subject"`
-	Status                string        `json:"status"`
+	Status                vocab.Status  `json:"status"`
 	Team                  *string       `json:"team"`
 	Priority              *int16        `json:"priority"`
 	Assignee              *string       `json:"assignee"`
@@ -134,8 +129,8 @@ type triageView struct {
 
 type messageView struct {
 	ID             int64               `json:"id"`
-	Direction      string              `json:"direction"`
-	Author         string              `json:"author"`
+	Direction      vocab.Direction     `json:"direction"`
+	Author         vocab.Actor         `json:"author"`
 	Body           string              `json:"body"`
 	EmailMessageID *string             `json:"email_message_id"`
 	CreatedAt      time.Time           `json:"created_at"`
@@ -171,7 +166,7 @@ func summarize(t *store.Ticket, c *store.Customer) ticketSummary {
 // visibleTicket returns the ticket if the actor may see it. Another
 // customer's ticket is not found, never forbidden, so that ticket numbers
 // do not tell a stranger which tickets exist.
-func (s *Server) visibleTicket(ctx context.Context, who Actor, id string) (*store.Ticket, error) {
+func (s *Server) visibleTicket(ctx context.Context, who vocab.Actor, id string) (*store.Ticket, error) {
 	if err := checkTicketID(id); err != nil {
 		return nil, err
 	}
@@ -179,7 +174,7 @@ func (s *Server) visibleTicket(ctx context.Context, who Actor, id string) (*stor
 	if err != nil {
 		return nil, err
 	}
-	if !who.IsAgent() && ticket.CustomerID != who.ID {
+	if !who.IsAgent() && ticket.CustomerID != who.ID() {
 		return nil, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "ticket " + id + " not found"}
 	}
 	return ticket, nil
@@ -187,7 +182,7 @@ func (s *Server) visibleTicket(ctx context.Context, who Actor, id string) (*stor
 
 // getTicket answers GET /v1/tickets/{id}. Customers do not see the drafted
 // reply or internal notes.
-func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	ctx := r.Context()
 	ticket, err := s.visibleTicket(ctx, who, r.PathValue("id"))
 	if err != nil {
@@ -218,7 +213,7 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who Actor) er
 		}
 	}
 	for _, m := range msgs {
-		if !store.Public(m.Direction) && !who.IsAgent() {
+		if !m.Direction.Public() && !who.IsAgent() {
 			continue
 		}
 		view.Messages = append(view.Messages, viewMessage(m, attachments))
@@ -248,7 +243,7 @@ var ticketFilters = []string{"status", "team", "assignee", "customer", "limit", 
 // listTickets answers GET /v1/tickets[?status=][&team=][&assignee=NAME|me]
 // [&customer=C-…][&limit=N][&cursor=C], newest first. Agents see every
 // ticket, customers their own.
-func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	q := r.URL.Query()
 	for name, values := range q {
 		if !slices.Contains(ticketFilters, name) {
@@ -258,10 +253,10 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who Actor) 
 			return badRequest("invalid_filter", fmt.Sprintf("query parameter %q is given %d times", name, len(values)))
 		}
 	}
-	params := store.ListTicketsParams{Status: q.Get("status"), Team: q.Get("team"), Assignee: q.Get("assignee"),
+	params := store.ListTicketsParams{Status: vocab.Status(q.Get("status")), Team: q.Get("team"), Assignee: q.Get("assignee"),
 		CustomerID: q.Get("customer"), Limit: 50}
-	if q.Has("status") && !slices.Contains(store.TicketStatuses, params.Status) {
-		return badRequest("invalid_status", "status must be one of "+strings.Join(store.TicketStatuses, ", "))
+	if q.Has("status") && !params.Status.Valid() {
+		return badRequest("invalid_status", "status must be one of "+vocab.StatusNames())
 	}
 	if q.Has("team") && !desk.TeamName.MatchString(params.Team) {
 		return badRequest("invalid_team", "team must be a team name such as billing")
@@ -270,19 +265,19 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who Actor) 
 		if !who.IsAgent() {
 			return badRequest("invalid_assignee", "assignee=me is for agents")
 		}
-		params.Assignee = who.ID
+		params.Assignee = who.ID()
 	}
-	if q.Has("assignee") && !agentNameRE.MatchString(params.Assignee) {
+	if q.Has("assignee") && !vocab.AgentNamePattern.MatchString(params.Assignee) {
 		return badRequest("invalid_assignee", "assignee must be an agent's name or me")
 	}
-	if q.Has("customer") && !customerIDRE.MatchString(params.CustomerID) {
+	if q.Has("customer") && !vocab.CustomerIDPattern.MatchString(params.CustomerID) {
 		return badRequest("invalid_customer", "customer must be a customer id such as C-0022")
 	}
 	if !who.IsAgent() {
-		if q.Has("customer") && params.CustomerID != who.ID {
+		if q.Has("customer") && params.CustomerID != who.ID() {
 			return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: "a customer sees only its own tickets"}
 		}
-		params.CustomerID = who.ID
+		params.CustomerID = who.ID()
 	}
 	if v := q.Get("limit"); v != "" {
 		limit, err := strconv.Atoi(v)

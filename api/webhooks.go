@@ -11,10 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"helpdesk/desk"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 type createWebhookRequest struct {
@@ -38,7 +37,7 @@ func viewWebhook(w *store.Webhook) webhookView {
 
 // createWebhook answers POST /v1/webhooks (agents): an endpoint for some
 // event types, with its signing secret shown once; Idempotency-Key honoured.
-func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "register webhooks"); err != nil {
 		return err
 	}
@@ -63,7 +62,7 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, who Actor
 	}
 	slices.Sort(req.Events)
 	req.Events = slices.Compact(req.Events)
-	return s.createOnce(w, r, who, req, func(ctx context.Context, tx pgx.Tx) (int, any, error) {
+	return s.createOnce(w, r, who, req, func(ctx context.Context, tx *store.Tx) (int, any, error) {
 		key := make([]byte, 24)
 		_, _ = rand.Read(key)
 		hook, err := store.New(tx).InsertWebhook(ctx, &store.Webhook{URL: req.URL, Events: req.Events,
@@ -78,7 +77,7 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, who Actor
 }
 
 // listWebhooks answers GET /v1/webhooks (agents), without secrets.
-func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "list webhooks"); err != nil {
 		return err
 	}
@@ -96,7 +95,7 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, who Actor)
 
 // deleteWebhook answers DELETE /v1/webhooks/{id} (agents): deliveries
 // still queued for it end without a call.
-func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request, who Actor) error {
+func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "delete webhooks"); err != nil {
 		return err
 	}

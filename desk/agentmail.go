@@ -4,135 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"html"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
-	"helpdesk/mail"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
-
-// NotifyTx tells the ticket's agents, by mail, what the customer wrote and
-// what triage made of it, in the transaction that completes triage job
-// triageJobID: the assignee, or every active agent of the team when nobody
-// is assigned. A job that a newer customer message replaced notifies
-// nobody; the newer one will.
-func (d *Desk) NotifyTx(ctx context.Context, tx pgx.Tx, ticketID string, triageJobID int64) error {
-	st := store.New(tx)
-	t, err := st.GetTicket(ctx, ticketID)
-	if err != nil {
-		return err
-	}
-	if t.TriageJobID == nil || *t.TriageJobID != triageJobID {
-		return nil
-	}
-	var agents []*store.Agent
-	if t.Assignee != nil {
-		a, err := st.GetAgent(ctx, *t.Assignee)
-		if err != nil {
-			return err
-		}
-		if a.Active() {
-			agents = append(agents, a)
-		}
-	}
-	if len(agents) == 0 && t.Team != nil {
-		if agents, err = st.TeamAgents(ctx, *t.Team); err != nil {
-			return err
-		}
-	}
-	if len(agents) == 0 {
-		return nil
-	}
-	customer, err := st.GetCustomer(ctx, t.CustomerID)
-	if err != nil {
-		return err
-	}
-	newest, err := st.NewestBodies(ctx, t.ID, store.DirectionInbound, 1)
-	if err != nil {
-		return err
-	}
-	text, htmlBody := notificationBody(t, customer, newest)
-	for _, a := range agents {
-		if err := d.mailAgentTx(ctx, tx, t, a, notificationSubject(t), text, htmlBody); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// notificationSubject is "[T-500001] Late parcel (shipping, P2)".
-func notificationSubject(t *store.Ticket) string {
-	s := "[" + t.ID + "] " + t.Subject
-	if t.Team != nil && t.Priority != nil {
-		s += fmt.Sprintf(" (%s, P%d)", *t.Team, *t.Priority)
-	}
-	return s
-}
-
-const howToAnswer = "Reply to this mail to answer the customer: only your new text is sent, from the support address. " +
-	"Start with #note for an internal note, #draft to send the suggested reply as it is, #solved, #pending or #assign NAME."
-
-func notificationBody(t *store.Ticket, c *store.Customer, newest []string) (text, htmlBody string) {
-	message := "(no text)"
-	if len(newest) > 0 {
-		message = newest[len(newest)-1]
-	}
-	triage := "not triaged yet"
-	if t.Team != nil && t.Priority != nil {
-		triage = fmt.Sprintf("team %s, priority P%d", *t.Team, *t.Priority)
-	}
-	draft := "(none yet)"
-	if t.DraftIsCurrent() {
-		draft = *t.DraftReply
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s <%s> wrote on %s:\n\n%s\n\nTriage: %s.\n\nSuggested reply:\n\n%s\n\n-- \n%s\n", c.Name, c.Email, t.ID, message, triage, draft, howToAnswer)
-	para := func(s string) string {
-		return "<p>" + strings.ReplaceAll(html.EscapeString(s), "\n", "<br>\n") + "</p>\n"
-	}
-	h := "<!DOCTYPE html>\n<html><body>\n" +
-		para(fmt.Sprintf("%s <%s> wrote on %s:", c.Name, c.Email, t.ID)) +
-		"<blockquote>" + para(message) + "</blockquote>\n" +
-		para("Triage: "+triage+".") + para("Suggested reply:") + "<blockquote>" + para(draft) + "</blockquote>\n" +
-		"<hr>\n" + para(howToAnswer) + "</body></html>\n"
-	return b.String(), h
-}
-
-// mailAgentTx writes a mail to an agent about the ticket: a message on the
-// agent side with its Message-ID, threaded under the ticket's earlier mail
-// to agents, its bytes rendered and stored now, and its job.
-func (d *Desk) mailAgentTx(ctx context.Context, tx pgx.Tx, t *store.Ticket, a *store.Agent, subject, text, htmlBody string) error {
-	st := store.New(tx)
-	refs, err := st.NotificationIDs(ctx, t.ID)
-	if err != nil {
-		return err
-	}
-	id := mail.NewMessageID(d.config.MailDomain)
-	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: store.DirectionNotification,
-		Author: ActorSystem, Body: text, EmailMessageID: &id})
-	if err != nil {
-		return err
-	}
-	out := &mail.Outgoing{From: d.config.From, To: []*mail.Address{{Name: a.DisplayName, Address: a.Email}},
-		SubjectLine: subject, TicketID: t.ID, Date: msg.CreatedAt, MessageID: id, References: mail.References(refs),
-		Body: text, HTML: htmlBody, Automatic: true}
-	if len(refs) > 0 {
-		out.InReplyTo = refs[len(refs)-1]
-	}
-	if d.config.ReplyAddresses != nil {
-		out.ReplyTo = &mail.Address{Name: d.config.From.Name, Address: d.config.ReplyAddresses.Sign(t.ID, a.Name)}
-	}
-	if err := d.queueRenderedTx(ctx, st, msg.ID, out, store.Recipient{Address: a.Email, Kind: "to"}); err != nil {
-		return err
-	}
-	jobID, err := d.jobs.EnqueueNotifyTx(ctx, tx, msg.ID, t.ID)
-	if err != nil {
-		return err
-	}
-	return st.SetOutboundJob(ctx, msg.ID, jobID)
-}
 
 // AgentMail is an agent's answer to a notification, as it came in.
 type AgentMail struct {
@@ -150,17 +26,17 @@ type AgentMailOutcome struct {
 	MessageID int64  // the reply sent to the customer, if any
 }
 
-// AgentReplyTx acts on an agent's mail, in the caller's transaction. The
+// agentReplyTx acts on an agent's mail, in the caller's transaction. The
 // mail is kept on the ticket for audit. A first line that is a command
 // (#note, #draft, #solved, #pending, #assign NAME) acts instead of or
 // beside sending; any other text is the reply, sent to the customer from
 // the support address through the same path as an API reply. A command
 // that is not known, a reply to a closed ticket or a change that is not
 // allowed changes nothing and gets one short explanation back.
-func (d *Desk) AgentReplyTx(ctx context.Context, tx pgx.Tx, m *AgentMail) (*AgentMailOutcome, error) {
-	st := store.New(tx)
-	author := "agent:" + m.Agent.Name
-	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: m.TicketID, Direction: store.DirectionAgentEmail,
+func (d *Desk) agentReplyTx(ctx context.Context, tx *store.Tx, m *AgentMail) (*AgentMailOutcome, error) {
+	st := tx.Store()
+	author := vocab.Agent(m.Agent.Name)
+	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: m.TicketID, Direction: vocab.DirectionAgentEmail,
 		Author: author, Body: m.Text, EmailMessageID: &m.EmailMessageID, RawEmail: m.Raw}); err != nil {
 		return nil, err
 	}
@@ -169,17 +45,16 @@ func (d *Desk) AgentReplyTx(ctx context.Context, tx pgx.Tx, m *AgentMail) (*Agen
 		return nil, err
 	}
 	refuse := func(reason string) (*AgentMailOutcome, error) {
-		text := reason + "\n\nNothing was sent to the customer and the ticket did not change.\n\n-- \n" + howToAnswer + "\n"
-		if err := d.mailAgentTx(ctx, tx, t, m.Agent, "Re: "+notificationSubject(t), text, ""); err != nil {
+		if err := d.mailAgentTx(ctx, tx, t, m.Agent, "Re: "+notificationSubject(t), explanation(reason), ""); err != nil {
 			return nil, err
 		}
 		return &AgentMailOutcome{Kind: "refused", Reason: reason}, nil
 	}
-	if t.Status == store.StatusClosed {
+	if t.Status == vocab.StatusClosed {
 		return refuse(fmt.Sprintf("%s is closed, so your answer was not sent. The customer's next message opens a follow-up ticket.", t.ID))
 	}
 	command, arg, rest := parseCommand(m.Text)
-	reply := func(body string, fromDraft bool, status string) (*AgentMailOutcome, error) {
+	reply := func(body string, fromDraft bool, status vocab.Status) (*AgentMailOutcome, error) {
 		msg, _, err := d.CreateReplyTx(ctx, tx, &ReplyParams{TicketID: t.ID, Author: author, Body: body, FromDraft: fromDraft, Status: status})
 		switch {
 		case errors.Is(err, ErrNoDraft):
@@ -215,17 +90,18 @@ func (d *Desk) AgentReplyTx(ctx context.Context, tx pgx.Tx, m *AgentMail) (*Agen
 		if rest == "" {
 			return refuse("#note needs the note's text below it.")
 		}
-		if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: store.DirectionNote, Author: author, Body: rest}); err != nil {
+		if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: vocab.DirectionNote, Author: author, Body: rest}); err != nil {
 			return nil, err
 		}
 		return &AgentMailOutcome{Kind: "noted"}, nil
 	case "draft":
 		return reply("", true, "")
 	case "solved", "pending":
+		status := vocab.Status(command)
 		if rest != "" {
-			return reply(rest, false, command)
+			return reply(rest, false, status)
 		}
-		return change(&Change{Status: &command})
+		return change(&Change{Status: &status})
 	case "assign":
 		if arg == "" {
 			return refuse("#assign needs an agent's name: #assign NAME.")

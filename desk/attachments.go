@@ -8,8 +8,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-
 	"helpdesk/store"
 )
 
@@ -24,20 +22,32 @@ var ErrAttachmentTooLarge = errors.New("the file is larger than the attachment l
 // upload of the replying agent, or sent with another reply already.
 var ErrAttachmentUnavailable = errors.New("not an unsent upload of yours")
 
-// KeepAttachments drops the content of every attachment over max bytes,
-// keeping its name, type and size with a note that says why.
-func KeepAttachments(list []*store.NewAttachment, max int64) []*store.NewAttachment {
-	for _, a := range list {
-		if a.Content != nil && int64(len(a.Content)) > max {
+// File is a file that came with a mail: an attached file, an inline image
+// (which an HTML part shows through its cid: Content-ID), a forwarded
+// message.
+type File struct {
+	Name      string // a file name without any folder
+	Type      string // the media type, lower case
+	Content   []byte // decoded
+	ContentID string // "<…>", or ""
+	Inline    bool
+}
+
+// keepable is the files as the store keeps them: the content of one over
+// AttachmentMaxBytes is dropped, its name, type and size kept with a note
+// that says why.
+func (d *Desk) keepable(files []*File) []*store.NewAttachment {
+	out := make([]*store.NewAttachment, 0, len(files))
+	for _, f := range files {
+		a := &store.NewAttachment{Filename: f.Name, ContentType: f.Type, Size: int64(len(f.Content)), Content: f.Content,
+			ContentID: f.ContentID, Inline: f.Inline}
+		if max := d.config.AttachmentMaxBytes; int64(len(f.Content)) > max {
 			a.Content = nil
 			a.Note = fmt.Sprintf("content not kept: %d bytes, over the limit of %d (HELPDESK_ATTACHMENT_MAX_BYTES)", a.Size, max)
 		}
+		out = append(out, a)
 	}
-	return list
-}
-
-func (d *Desk) keepable(list []*store.NewAttachment) []*store.NewAttachment {
-	return KeepAttachments(list, d.config.AttachmentMaxBytes)
+	return out
 }
 
 // AttachmentMaxBytes is the largest file whose content is kept.
@@ -53,11 +63,11 @@ type Upload struct {
 
 // StoreUploadTx keeps an agent's file, in the caller's transaction, until
 // a reply sends it (or the prune job deletes it, unsent, after a day).
-func (d *Desk) StoreUploadTx(ctx context.Context, tx pgx.Tx, u *Upload) (*store.Attachment, error) {
+func (d *Desk) StoreUploadTx(ctx context.Context, tx *store.Tx, u *Upload) (*store.Attachment, error) {
 	if int64(len(u.Content)) > d.config.AttachmentMaxBytes {
 		return nil, fmt.Errorf("%w: %d bytes; at most %d", ErrAttachmentTooLarge, len(u.Content), d.config.AttachmentMaxBytes)
 	}
-	list, err := store.New(tx).InsertAttachments(ctx, nil, []*store.NewAttachment{{Filename: u.Filename, ContentType: u.ContentType,
+	list, err := tx.Store().InsertAttachments(ctx, nil, []*store.NewAttachment{{Filename: u.Filename, ContentType: u.ContentType,
 		Size: int64(len(u.Content)), Content: u.Content, UploadedBy: u.Agent}})
 	if err != nil {
 		return nil, err

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"helpdesk/mail"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // Bounce is a reply that could not be delivered to one address: a delivery
@@ -21,19 +20,19 @@ type Bounce struct {
 	Delayed  bool   // a "delayed" report: recorded, nothing more
 }
 
-// BounceTx makes a bounce reach the agent, in the caller's transaction: a
+// bounceTx makes a bounce reach the agent, in the caller's transaction: a
 // system note naming the address, the status and the reason; a pending or
 // solved ticket reopens; the assignee is told by mail. A hard failure
 // (mail.HardFailure) puts the address on the suppression list for
 // SuppressFor. A delayed report is only noted.
-func (d *Desk) BounceTx(ctx context.Context, tx pgx.Tx, b *Bounce) error {
-	st := store.New(tx)
+func (d *Desk) bounceTx(ctx context.Context, tx *store.Tx, b *Bounce) error {
+	st := tx.Store()
 	t, err := st.LockTicket(ctx, b.TicketID)
 	if err != nil {
 		return err
 	}
 	if b.Delayed {
-		_, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: store.DirectionNote, Author: ActorSystem,
+		_, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: vocab.DirectionNote, Author: vocab.System,
 			Body: fmt.Sprintf("Delivery of a reply to %s is delayed: %s. The receiving side is still trying.", b.Address, b.Status)})
 		return err
 	}
@@ -46,34 +45,13 @@ func (d *Desk) BounceTx(ctx context.Context, tx pgx.Tx, b *Bounce) error {
 			return err
 		}
 	}
-	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: store.DirectionNote, Author: ActorSystem, Body: note}); err != nil {
+	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: vocab.DirectionNote, Author: vocab.System, Body: note}); err != nil {
 		return err
 	}
-	if t.Status == store.StatusPending || t.Status == store.StatusSolved {
-		if err := setStatus(ctx, st, t, ActorSystem, store.StatusOpen); err != nil {
+	if t.Status == vocab.StatusPending || t.Status == vocab.StatusSolved {
+		if err := setStatus(ctx, st, t, vocab.System, vocab.StatusOpen); err != nil {
 			return err
 		}
 	}
-	return d.tellAssignee(ctx, tx, t, "Bounced: ", note)
-}
-
-// TellAssigneeTx mails the ticket's assignee, if any and active, a short
-// notice on the agent-side thread, in the caller's transaction.
-func (d *Desk) TellAssigneeTx(ctx context.Context, tx pgx.Tx, ticketID, subjectPrefix, text string) error {
-	t, err := store.New(tx).GetTicket(ctx, ticketID)
-	if err != nil {
-		return err
-	}
-	return d.tellAssignee(ctx, tx, t, subjectPrefix, text)
-}
-
-func (d *Desk) tellAssignee(ctx context.Context, tx pgx.Tx, t *store.Ticket, subjectPrefix, text string) error {
-	if t.Assignee == nil {
-		return nil
-	}
-	a, err := store.New(tx).GetAgent(ctx, *t.Assignee)
-	if err != nil || !a.Active() {
-		return err
-	}
-	return d.mailAgentTx(ctx, tx, t, a, subjectPrefix+notificationSubject(t), text+"\n\n-- \n"+howToAnswer+"\n", "")
+	return d.tellAssigneeTx(ctx, tx, t, "Bounced: ", note)
 }

@@ -1,26 +1,25 @@
 package desk
 
 import (
+	"helpdesk/vocab"
 	"testing"
-
-	"helpdesk/store"
 )
 
 func TestStatusChanges(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		from, to string
+		from, to vocab.Status
 		ok       bool
 	}{
-		{store.StatusOpen, store.StatusPending, true},
-		{store.StatusPending, store.StatusOpen, true},
-		{store.StatusSolved, store.StatusOpen, true},
-		{store.StatusSolved, store.StatusClosed, true},
-		{store.StatusOpen, store.StatusOpen, true},
-		{store.StatusClosed, store.StatusPending, false},
-		{store.StatusClosed, store.StatusOpen, false},
-		{store.StatusClosed, store.StatusSolved, false},
-		{store.StatusOpen, "archived", false},
+		{vocab.StatusOpen, vocab.StatusPending, true},
+		{vocab.StatusPending, vocab.StatusOpen, true},
+		{vocab.StatusSolved, vocab.StatusOpen, true},
+		{vocab.StatusSolved, vocab.StatusClosed, true},
+		{vocab.StatusOpen, vocab.StatusOpen, true},
+		{vocab.StatusClosed, vocab.StatusPending, false},
+		{vocab.StatusClosed, vocab.StatusOpen, false},
+		{vocab.StatusClosed, vocab.StatusSolved, false},
+		{vocab.StatusOpen, "archived", false},
 	} {
 		if got := CanChangeStatus(tc.from, tc.to); got != tc.ok {
 			t.Errorf("%s → %s: %v, want %v", tc.from, tc.to, got, tc.ok)

@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // The events webhooks may subscribe to.
@@ -24,12 +23,12 @@ var EventTypes = []string{EventTicketCreated, EventTicketTriaged, EventTicketSta
 
 // TicketCreated is the data of ticket.created.
 type TicketCreated struct {
-	TicketID   string    `json:"ticket_id"`
-	CustomerID string    `json:"customer_id"`
-	Subject    string    `json:"subject"`
-	Status     string    `json:"status"`
-	FollowUpOf *string   `json:"follow_up_of"`
-	CreatedAt  time.Time `json:"created_at"`
+	TicketID   string       `json:"ticket_id"`
+	CustomerID string       `json:"customer_id"`
+	Subject    string       `json:"subject"`
+	Status     vocab.Status `json:"status"`
+	FollowUpOf *string      `json:"follow_up_of"`
+	CreatedAt  time.Time    `json:"created_at"`
 }
 
 // TicketTriaged is the data of ticket.triaged.
@@ -43,23 +42,23 @@ type TicketTriaged struct {
 
 // TicketStatusChanged is the data of ticket.status_changed.
 type TicketStatusChanged struct {
-	TicketID string `json:"ticket_id"`
-	From     string `json:"from"`
-	To       string `json:"to"`
-	Actor    string `json:"actor"`
+	TicketID string       `json:"ticket_id"`
+	From     vocab.Status `json:"from"`
+	To       vocab.Status `json:"to"`
+	Actor    vocab.Actor  `json:"actor"`
 }
 
 // MessageEvent is the data of message.received, message.sent and
 // message.failed.
 type MessageEvent struct {
-	TicketID       string  `json:"ticket_id"`
-	MessageID      int64   `json:"message_id"`
-	Direction      string  `json:"direction"`
-	Author         string  `json:"author"`
-	EmailMessageID *string `json:"email_message_id"`
-	State          string  `json:"state,omitempty"`      // sent, captured, partially_sent, failed, suppressed
-	LastError      string  `json:"last_error,omitempty"` // for message.failed
-	Automatic      bool    `json:"automatic,omitempty"`  // message.received: an auto-reply or bulk mail
+	TicketID       string          `json:"ticket_id"`
+	MessageID      int64           `json:"message_id"`
+	Direction      vocab.Direction `json:"direction"`
+	Author         vocab.Actor     `json:"author"`
+	EmailMessageID *string         `json:"email_message_id"`
+	State          string          `json:"state,omitempty"`      // sent, captured, partially_sent, failed, suppressed
+	LastError      string          `json:"last_error,omitempty"` // for message.failed
+	Automatic      bool            `json:"automatic,omitempty"`  // message.received: an auto-reply or bulk mail
 }
 
 // emit records an event in the caller's transaction; the webhook
@@ -72,22 +71,11 @@ func messageEvent(m *store.Message) MessageEvent {
 	return MessageEvent{TicketID: m.TicketID, MessageID: m.ID, Direction: m.Direction, Author: m.Author, EmailMessageID: m.EmailMessageID}
 }
 
-// TriagedTx records ticket.triaged when a triage job completes, in its
-// transaction.
-func TriagedTx(ctx context.Context, tx pgx.Tx, ticketID string, jobID int64) error {
-	st := store.New(tx)
-	t, err := st.GetTicket(ctx, ticketID)
-	if err != nil {
-		return err
-	}
-	return emit(ctx, st, EventTicketTriaged, TicketTriaged{TicketID: t.ID, Team: t.Team, Priority: t.Priority, Assignee: t.Assignee, JobID: jobID})
-}
-
-// Delivered is the message.sent or message.failed event of mail to the
+// delivered is the message.sent or message.failed event of mail to the
 // customer whose delivery ended in state; none for mail to agents or a
-// delivery that goes on. The email job records it with the attempt.
-func Delivered(m *store.Message, state, lastError string) []store.NewWebhookEvent {
-	if !store.ToCustomer(m.Direction) {
+// delivery that goes on. It is recorded with the attempt.
+func delivered(m *store.Message, state, lastError string) []store.NewWebhookEvent {
+	if !m.Direction.ToCustomer() {
 		return nil
 	}
 	e := messageEvent(m)

@@ -5,24 +5,23 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"helpdesk/mail"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // ReplyParams are an agent's reply to a ticket.
 type ReplyParams struct {
 	TicketID string
-	Author   string // agent:NAME
-	Body     string // with FromDraft, replaces the draft when set
+	Author   vocab.Actor // agent:NAME
+	Body     string      // with FromDraft, replaces the draft when set
 	Cc       []*mail.Address
 	// FromDraft sends the ticket's draft, which must answer everything the
 	// customer wrote (ErrNoDraft, ErrDraftStale).
 	FromDraft bool
 	// Status is the ticket's status after the reply; "" is pending: we
 	// wait for the customer.
-	Status string
+	Status vocab.Status
 	// Attachments are the replying agent's unsent uploads, sent with the
 	// reply in this order (ErrAttachmentUnavailable otherwise).
 	Attachments []int64
@@ -31,18 +30,18 @@ type ReplyParams struct {
 // CreateReplyTx writes, in the caller's transaction, the outbound message
 // with its Message-ID minted now (and never again), its delivery with one
 // row per recipient, its email job, and the ticket's new status.
-func (d *Desk) CreateReplyTx(ctx context.Context, tx pgx.Tx, p *ReplyParams) (*store.Message, int64, error) {
-	st := store.New(tx)
+func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) (*store.Message, int64, error) {
+	st := tx.Store()
 	ticket, err := st.LockTicket(ctx, p.TicketID)
 	if err != nil {
 		return nil, 0, err
 	}
-	if ticket.Status == store.StatusClosed {
+	if ticket.Status == vocab.StatusClosed {
 		return nil, 0, fmt.Errorf("reply to %s: %w", ticket.ID, ErrTicketClosed)
 	}
 	status := p.Status
 	if status == "" {
-		status = store.StatusPending
+		status = vocab.StatusPending
 	}
 	if !CanChangeStatus(ticket.Status, status) {
 		return nil, 0, fmt.Errorf("%w: %s → %s", ErrInvalidTransition, ticket.Status, status)
@@ -64,14 +63,13 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx pgx.Tx, p *ReplyParams) (*s
 	}
 	id := mail.NewMessageID(d.config.MailDomain)
 	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{
-		TicketID: ticket.ID, Direction: store.DirectionOutbound, Author: p.Author, Body: body, EmailMessageID: &id,
+		TicketID: ticket.ID, Direction: vocab.DirectionOutbound, Author: p.Author, Body: body, EmailMessageID: &id,
 	})
 	if err != nil {
 		return nil, 0, err
 	}
 	if len(p.Attachments) > 0 {
-		agent, _ := strings.CutPrefix(p.Author, "agent:")
-		missing, err := st.AttachUploads(ctx, msg.ID, agent, p.Attachments)
+		missing, err := st.AttachUploads(ctx, msg.ID, p.Author.ID(), p.Attachments)
 		if err != nil {
 			return nil, 0, err
 		}

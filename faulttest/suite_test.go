@@ -29,8 +29,8 @@ import (
 
 	"helpdesk/api"
 	"helpdesk/faulttest"
-	"helpdesk/jobs/provider/simulator"
 	"helpdesk/mail/smtptest"
+	"helpdesk/provider/simulator"
 	"helpdesk/store"
 	"helpdesk/store/storetest"
 )

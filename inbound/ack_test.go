@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"helpdesk/backoff"
 	"helpdesk/desk"
 	"helpdesk/inbound"
-	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail"
 	"helpdesk/mail/smtptest"
@@ -24,7 +24,7 @@ func setupAcks(t *testing.T, ack desk.AckConfig) *agentWorld {
 	b := setup(t)
 	b.DeskConfig.Ack = &ack
 	b.queue = b.StartQueue(t)
-	b.receiver = inbound.NewReceiver(b.Pool, b.Desk(b.queue), []string{"helpdesk.example.com"}, jobstest.Logger())
+	b.receiver = inbound.NewReceiver(b.Desk(b.queue), jobstest.Logger())
 	b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com"})
 	return &agentWorld{bundle: b}
 }
@@ -207,13 +207,13 @@ func startInstance(t *testing.T, domain string, ack desk.AckConfig, next func() 
 	if err != nil {
 		t.Fatal(err)
 	}
-	in.Config.Relay = relay
-	in.Config.EmailBackoff = jobs.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
+	in.Relay, in.Config.Mail, in.DeskConfig.Delivery.Sender = relay, true, relay
+	in.Config.EmailBackoff = backoff.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
 	in.DeskConfig.MailDomain = domain
 	in.DeskConfig.From = &mail.Address{Name: "Support " + domain, Address: "support@" + domain}
 	in.DeskConfig.Ack = &ack
 	q := in.StartQueue(t)
-	srv := inbound.NewServer(inbound.NewReceiver(in.Pool, in.Desk(q), []string{domain}, jobstest.Logger()), inbound.ServerConfig{Domain: domain})
+	srv := inbound.NewServer(inbound.NewReceiver(in.Desk(q), jobstest.Logger()), inbound.ServerConfig{Domain: domain})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"helpdesk/mail/mailtest"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 const agentAddress = "dana@support.example.com"
@@ -32,7 +33,7 @@ type agentWorld struct {
 func setupAgentWorld(t *testing.T) *agentWorld {
 	t.Helper()
 	b := setup(t)
-	b.Config.AutoAssign = true
+	b.DeskConfig.AutoAssign = true
 	if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "dana", DisplayName: "Dana Scully", Email: agentAddress,
 		Teams: []string{"billing", "general", "shipping", "technical", "account"}}); err != nil {
 		t.Fatal(err)
@@ -42,9 +43,7 @@ func setupAgentWorld(t *testing.T) *agentWorld {
 	b.DeskConfig.ReplyAddresses = w.replies
 	b.queue = b.StartQueue(t)
 	cases := b.Desk(b.queue)
-	b.queue.SetNotifier(cases)
-	b.receiver = inbound.NewReceiver(b.Pool, cases, []string{"helpdesk.example.com"}, jobstest.Logger())
-	b.receiver.SetReplyAddresses(w.replies)
+	b.receiver = inbound.NewReceiver(cases, jobstest.Logger())
 	b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com"})
 	return w
 }
@@ -153,7 +152,7 @@ func (w *agentWorld) agentAnswers(t *testing.T, file, from, to string, note deli
 	return smtptest.Send(w.addr, from, to, raw)
 }
 
-func (w *agentWorld) status(t *testing.T, ticketID string) string {
+func (w *agentWorld) status(t *testing.T, ticketID string) vocab.Status {
 	t.Helper()
 	tk, err := w.Store.GetTicket(w.Ctx, ticketID)
 	if err != nil {
@@ -211,7 +210,7 @@ func TestAgentsAnswerByMail(t *testing.T) {
 				t.Errorf("an agent-side Message-ID %s in the customer's thread", id)
 			}
 		}
-		if got := w.status(t, ticketID); got != store.StatusPending {
+		if got := w.status(t, ticketID); got != vocab.StatusPending {
 			t.Errorf("ticket %s after the answer, want pending", got)
 		}
 		var kept int
@@ -229,7 +228,7 @@ func TestAgentsAnswerByMail(t *testing.T) {
 			t.Fatal(err)
 		}
 		second := w.awaitMailTo(t, agentAddress, 2)
-		if got := w.status(t, ticketID); got != store.StatusOpen {
+		if got := w.status(t, ticketID); got != vocab.StatusOpen {
 			t.Errorf("ticket %s after the customer's answer, want open", got)
 		}
 		if len(second.references) == 0 || second.references[0] != note.messageID || second.inReplyTo[0] != note.messageID {
@@ -381,14 +380,14 @@ func TestAgentMailThatIsNotTheAgents(t *testing.T) {
 		if !strings.Contains(explanation.text, "#frobnicate is not a command") || explanation.header.Get("Auto-Submitted") != "auto-generated" {
 			t.Errorf("explanation %q", explanation.text)
 		}
-		if got := w.status(t, ticketID); got != store.StatusOpen || w.mailsTo("ada.lovelace@example.com") != 0 {
+		if got := w.status(t, ticketID); got != vocab.StatusOpen || w.mailsTo("ada.lovelace@example.com") != 0 {
 			t.Errorf("an unknown command changed the ticket (%s) or mailed the customer", got)
 		}
 
 		send(2, "#note\r\nCalled her; she is fine with it.")
 		send(3, "#solved")
 		notes := w.count(t, `SELECT count(*) FROM messages WHERE direction = 'note' AND body = 'Called her; she is fine with it.'`)
-		if notes != 1 || w.status(t, ticketID) != store.StatusSolved || w.mailsTo("ada.lovelace@example.com") != 0 {
+		if notes != 1 || w.status(t, ticketID) != vocab.StatusSolved || w.mailsTo("ada.lovelace@example.com") != 0 {
 			t.Errorf("#note and #solved: %d notes, status %s, %d mails to the customer", notes, w.status(t, ticketID), w.mailsTo("ada.lovelace@example.com"))
 		}
 		send(4, "#draft")

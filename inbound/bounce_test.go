@@ -12,6 +12,7 @@ import (
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // bouncedTicket is a pending ticket of C-0002 assigned to dana, with a
@@ -32,7 +33,7 @@ func bouncedTicket(t *testing.T, b *bundle) (ticketID string, reply *store.Messa
 
 func requirePending(t *testing.T, b *bundle, ticketID string) {
 	t.Helper()
-	if tk, _ := b.Store.GetTicket(b.Ctx, ticketID); tk.Status != store.StatusPending {
+	if tk, _ := b.Store.GetTicket(b.Ctx, ticketID); tk.Status != vocab.StatusPending {
 		t.Fatalf("ticket %s after the reply, want pending", tk.Status)
 	}
 }
@@ -60,7 +61,7 @@ func systemNotes(t *testing.T, b *bundle, ticketID string) string {
 	}
 	var notes []string
 	for _, m := range msgs {
-		if m.Direction == store.DirectionNote && m.Author == "system" {
+		if m.Direction == vocab.DirectionNote && m.Author == "system" {
 			notes = append(notes, m.Body)
 		}
 	}
@@ -85,7 +86,7 @@ func TestBouncesReachTheAgent(t *testing.T) {
 			}
 			tk, _ := b.Store.GetTicket(b.Ctx, ticketID)
 			notes := systemNotes(t, b, ticketID)
-			if tk.Status != store.StatusOpen || !strings.Contains(notes, "bram.devries@example.com") || !strings.Contains(notes, status) {
+			if tk.Status != vocab.StatusOpen || !strings.Contains(notes, "bram.devries@example.com") || !strings.Contains(notes, status) {
 				t.Errorf("ticket %s, notes %q; want it open with a note naming the address and %s", tk.Status, notes, status)
 			}
 			if !suppressed(t, b, "bram.devries@example.com") {
@@ -124,7 +125,7 @@ func TestBouncesReachTheAgent(t *testing.T) {
 		requirePending(t, b, ticketID)
 		b.receive(t, fixture(t, "delay_postfix.eml", "{{RECIPIENT}}", "bram.devries@example.com", "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID))
 		tk, _ := b.Store.GetTicket(b.Ctx, ticketID)
-		if tk.Status != store.StatusPending || !strings.Contains(systemNotes(t, b, ticketID), "delayed") {
+		if tk.Status != vocab.StatusPending || !strings.Contains(systemNotes(t, b, ticketID), "delayed") {
 			t.Errorf("ticket %s, notes %q", tk.Status, systemNotes(t, b, ticketID))
 		}
 		if list, _ := b.Store.ListSuppressions(b.Ctx); len(list) != 0 {
@@ -160,12 +161,11 @@ func TestBouncesReachTheAgent(t *testing.T) {
 		b := setup(t)
 		b.outbound.SetFallback(smtptest.Fault{RcptErr: map[string]*smtp.SMTPError{"bram.devries@example.com": smtptest.ErrNoSuchUser}})
 		b.queue = b.StartQueue(t)
-		b.queue.SetNotifier(b.Desk(b.queue))
 		ticketID, reply := bouncedTicket(t, b)
 		em, _ := b.Store.GetOutboundEmail(b.Ctx, reply.ID)
 		jobstest.WaitFor(t, b.queue, *em.JobID, jobs.StateFailed, 10*time.Second)
 		tk, _ := b.Store.GetTicket(b.Ctx, ticketID)
-		if tk.Status != store.StatusOpen || !strings.Contains(systemNotes(t, b, ticketID), "5.1.1") {
+		if tk.Status != vocab.StatusOpen || !strings.Contains(systemNotes(t, b, ticketID), "5.1.1") {
 			t.Errorf("ticket %s, notes %q", tk.Status, systemNotes(t, b, ticketID))
 		}
 		if !suppressed(t, b, "bram.devries@example.com") {

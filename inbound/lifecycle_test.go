@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"helpdesk/desk"
-	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 func TestCustomerMailMovesTheTicket(t *testing.T) {
@@ -18,13 +18,13 @@ func TestCustomerMailMovesTheTicket(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ticketID := b.openAPITicket(t, "C-0001", "Refund")
-		status := store.StatusPending
+		status := vocab.StatusPending
 		if _, err := b.Desk(b.queue).ChangeTicket(b.Ctx, "agent:alice", ticketID, &desk.Change{Status: &status}); err != nil {
 			t.Fatal(err)
 		}
 		out := b.receive(t, mailAbout(ticketID, "<again.1@example.com>"), "support+"+ticketID+"@helpdesk.example.com")
 		tk, _ := b.Store.GetTicket(b.Ctx, ticketID)
-		if out.Kind != "reply" || out.TicketID != ticketID || tk.Status != store.StatusOpen || tk.LastCustomerMessageAt == nil {
+		if out.Kind != "reply" || out.TicketID != ticketID || tk.Status != vocab.StatusOpen || tk.LastCustomerMessageAt == nil {
 			t.Errorf("outcome %+v, ticket %s", out, tk.Status)
 		}
 	})
@@ -33,7 +33,7 @@ func TestCustomerMailMovesTheTicket(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ticketID := b.openAPITicket(t, "C-0001", "Refund")
-		status := store.StatusClosed
+		status := vocab.StatusClosed
 		if _, err := b.Desk(b.queue).ChangeTicket(b.Ctx, "agent:alice", ticketID, &desk.Change{Status: &status}); err != nil {
 			t.Fatal(err)
 		}
@@ -42,14 +42,14 @@ func TestCustomerMailMovesTheTicket(t *testing.T) {
 			t.Fatalf("outcome %+v, want a follow-up ticket", out)
 		}
 		followUp, _ := b.Store.GetTicket(b.Ctx, out.TicketID)
-		if followUp.FollowUpOf == nil || *followUp.FollowUpOf != ticketID || followUp.Status != store.StatusOpen || followUp.TriageJobID == nil {
+		if followUp.FollowUpOf == nil || *followUp.FollowUpOf != ticketID || followUp.Status != vocab.StatusOpen || followUp.TriageJobID == nil {
 			t.Errorf("follow-up %+v", followUp)
 		}
 		// The same mail again changes nothing.
 		if again := b.receive(t, mailAbout(ticketID, "<again.2@example.com>"), "support+"+ticketID+"@helpdesk.example.com"); again.Kind != "duplicate" {
 			t.Errorf("the same mail twice: %+v", again)
 		}
-		if old, _ := b.Store.GetTicket(b.Ctx, ticketID); old.Status != store.StatusClosed {
+		if old, _ := b.Store.GetTicket(b.Ctx, ticketID); old.Status != vocab.StatusClosed {
 			t.Errorf("the closed ticket is %s", old.Status)
 		}
 	})

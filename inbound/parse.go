@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"helpdesk/desk"
 	"io"
 	"mime"
 	netmail "net/mail"
 	"regexp"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/emersion/go-message"
@@ -22,55 +22,18 @@ import (
 // maxTextBytes bounds the text kept of one message.
 const maxTextBytes = 64 << 10
 
-// Attachment is a file the message carries: an attached file, an inline
-// image (which an HTML part shows through its cid: Content-ID), a
-// forwarded message.
-type Attachment struct {
-	Name      string // a file name without any folder; made up from the type when the part has none
-	Type      string // the media type, lower case
-	Content   []byte // decoded
-	ContentID string // "<…>", or ""
-	Inline    bool
-}
-
-// Message is an inbound email as helpdesk needs it.
-type Message struct {
-	MessageID   string   // "<…>"; for mail without one, derived from a hash of its content
-	HasOwnID    bool     // false when MessageID was derived
-	InReplyTo   []string // "<…>" each
-	References  []string
-	From        string // the sender's address, lower case
-	FromName    string
-	Subject     string
-	Date        time.Time
-	Text        string // the readable text: text/plain, else the HTML turned into text
-	Attachments []Attachment
-	Automatic   bool // an auto-reply or bulk mail: store it, answer nothing, triage nothing
-	// NoAutoReply: a machine would answer a machine, or a list, or a
-	// report (RFC 3834 §2): no acknowledgement goes back.
-	NoAutoReply bool
-	Report      *DeliveryReport
-}
-
-// DeliveryReport is what a delivery status notification (RFC 3464) says.
-type DeliveryReport struct {
-	OriginalMessageID string            // the Message-ID of the mail it reports on
-	Failed            map[string]string // recipient → status and diagnostic, for Action: failed
-	Delayed           map[string]string // the same, for Action: delayed
-}
-
 // ErrUnparseable is a message that is not a mail at all.
 var ErrUnparseable = errors.New("not a parseable email message")
 
-// Parse reads a raw message. Unknown charsets and transfer encodings do
-// not fail it: the text is kept as it came.
-func Parse(raw []byte) (*Message, error) {
+// Parse reads a raw message into what the desk files. Unknown charsets
+// and transfer encodings do not fail it: the text is kept as it came.
+func Parse(raw []byte) (*desk.InboundMail, error) {
 	e, err := message.Read(bytes.NewReader(raw))
 	if err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
 		return nil, fmt.Errorf("%w: %v", ErrUnparseable, err)
 	}
 	h := gomail.Header{Header: e.Header}
-	m := &Message{}
+	m := &desk.InboundMail{}
 	if ids := ParseIDList(h.Get("Message-Id")); len(ids) > 0 {
 		m.MessageID, m.HasOwnID = ids[0], true
 	} else {
@@ -130,7 +93,7 @@ func joinTexts(texts []text) string {
 
 // walker collects a message's texts, attachments and delivery report.
 type walker struct {
-	m *Message
+	m *desk.InboundMail
 }
 
 // entity returns the readable texts of e, in order. Every text part of a
@@ -189,7 +152,7 @@ func (w *walker) attach(h message.Header, name, mediaType, disposition string, b
 	if mediaType == "" {
 		mediaType = "application/octet-stream"
 	}
-	a := Attachment{Name: fileName(decodeWord(name)), Type: oneLine(strings.ToLower(mediaType)), Content: body}
+	a := &desk.File{Name: fileName(decodeWord(name)), Type: oneLine(strings.ToLower(mediaType)), Content: body}
 	if ids := ParseIDList(h.Get("Content-Id")); len(ids) > 0 {
 		a.ContentID = ids[0]
 	}
@@ -231,7 +194,7 @@ func extensionOf(mediaType string) string {
 
 func (w *walker) multipart(e *message.Entity, depth int, mediaType string, params map[string]string) []text {
 	if mediaType == "multipart/report" && strings.EqualFold(params["report-type"], "delivery-status") {
-		w.m.Report = &DeliveryReport{Failed: map[string]string{}, Delayed: map[string]string{}}
+		w.m.Report = &desk.DeliveryReport{Failed: map[string]string{}, Delayed: map[string]string{}}
 	}
 	// Read the body first, so that a multipart whose boundary is missing
 	// or never appears still has its text.
@@ -310,7 +273,7 @@ func (w *walker) forwarded(raw []byte, depth int) []text {
 
 // parseDeliveryStatus reads RFC 3464 fields: a per-message block, then one
 // block per recipient, blocks separated by blank lines.
-func parseDeliveryStatus(body []byte, r *DeliveryReport) {
+func parseDeliveryStatus(body []byte, r *desk.DeliveryReport) {
 	text := strings.ReplaceAll(string(body), "\r\n", "\n")
 	for _, block := range strings.Split(text, "\n\n") {
 		fields := map[string]string{}

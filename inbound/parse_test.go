@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"helpdesk/desk"
 	"helpdesk/inbound"
 )
 
@@ -24,9 +25,9 @@ func TestParseRealMail(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		file  string
-		check func(t *testing.T, m *inbound.Message)
+		check func(t *testing.T, m *desk.InboundMail)
 	}{
-		{"gmail_new_ticket.eml", func(t *testing.T, m *inbound.Message) {
+		{"gmail_new_ticket.eml", func(t *testing.T, m *desk.InboundMail) {
 			if m.Subject != "Charged twice — invoice 1042" || m.From != "ada.lovelace@example.com" || m.FromName != "Ada Lovelace" {
 				t.Errorf("subject %q from %q %q", m.Subject, m.FromName, m.From)
 			}
@@ -37,7 +38,7 @@ func TestParseRealMail(t *testing.T) {
 				t.Errorf("text %q: want the plain part, decoded", m.Text)
 			}
 		}},
-		{"outlook_reply.eml", func(t *testing.T, m *inbound.Message) {
+		{"outlook_reply.eml", func(t *testing.T, m *desk.InboundMail) {
 			if !strings.Contains(m.Text, "Met vriendelijke groeten") && !strings.Contains(m.Text, "grüeten") {
 				t.Errorf("ISO-8859-1 text not decoded: %q", m.Text)
 			}
@@ -45,13 +46,13 @@ func TestParseRealMail(t *testing.T) {
 				t.Errorf("folded Message-ID %q, subject %q", m.MessageID, m.Subject)
 			}
 		}},
-		{"applemail_html_only.eml", func(t *testing.T, m *inbound.Message) {
+		{"applemail_html_only.eml", func(t *testing.T, m *desk.InboundMail) {
 			want := "The app crashes when I open Settings . See this page (https://status.example.com/incident/42)"
 			if !strings.Contains(m.Text, "Hello support team,") || !strings.Contains(m.Text, want) || strings.Contains(m.Text, "color") {
 				t.Errorf("HTML turned into %q", m.Text)
 			}
 		}},
-		{"outlook_inline_image.eml", func(t *testing.T, m *inbound.Message) {
+		{"outlook_inline_image.eml", func(t *testing.T, m *desk.InboundMail) {
 			if len(m.Attachments) != 2 {
 				t.Fatalf("attachments %+v, want the inline image and the file", m.Attachments)
 			}
@@ -67,7 +68,7 @@ func TestParseRealMail(t *testing.T) {
 				t.Errorf("text %q", m.Text)
 			}
 		}},
-		{"thunderbird_latin1_attachment.eml", func(t *testing.T, m *inbound.Message) {
+		{"thunderbird_latin1_attachment.eml", func(t *testing.T, m *desk.InboundMail) {
 			if m.Subject != "Problème de livraison" || m.FromName != "Gaëlle Dubois" || !strings.Contains(m.Text, "arrivé") {
 				t.Errorf("subject %q, name %q, text %q", m.Subject, m.FromName, m.Text)
 			}
@@ -75,7 +76,7 @@ func TestParseRealMail(t *testing.T) {
 				t.Errorf("attachments %+v", m.Attachments)
 			}
 		}},
-		{"no_message_id.eml", func(t *testing.T, m *inbound.Message) {
+		{"no_message_id.eml", func(t *testing.T, m *desk.InboundMail) {
 			if m.HasOwnID || !strings.HasSuffix(m.MessageID, "@no-message-id.invalid>") {
 				t.Errorf("Message-ID %q", m.MessageID)
 			}
@@ -84,29 +85,29 @@ func TestParseRealMail(t *testing.T) {
 				t.Errorf("the derived id is not stable")
 			}
 		}},
-		{"autoreply.eml", func(t *testing.T, m *inbound.Message) {
+		{"autoreply.eml", func(t *testing.T, m *desk.InboundMail) {
 			if !m.Automatic {
 				t.Error("an out-of-office reply is not marked automatic")
 			}
 		}},
-		{"delivery_report.eml", func(t *testing.T, m *inbound.Message) {
+		{"delivery_report.eml", func(t *testing.T, m *desk.InboundMail) {
 			r := m.Report
 			if r == nil || r.OriginalMessageID != "<orig@helpdesk.example.com>" || !strings.HasPrefix(r.Failed["bram@example.com"], "5.1.1") {
 				t.Errorf("report %+v", r)
 			}
 		}},
-		{"lenient_ids.eml", func(t *testing.T, m *inbound.Message) {
+		{"lenient_ids.eml", func(t *testing.T, m *desk.InboundMail) {
 			if m.MessageID != "<farah-1234@example.com>" || strings.Join(m.InReplyTo, " ") != "<a@x> <unbracketed@y>" ||
 				strings.Join(m.References, " ") != "<a@x> <b@x> <noatsign> <c@x>" {
 				t.Errorf("ids %q %v %v", m.MessageID, m.InReplyTo, m.References)
 			}
 		}},
-		{"multipart_no_boundary.eml", func(t *testing.T, m *inbound.Message) {
+		{"multipart_no_boundary.eml", func(t *testing.T, m *desk.InboundMail) {
 			if !strings.Contains(m.Text, "My order 7781 never arrived.") || !strings.Contains(m.Text, "Please help.") {
 				t.Errorf("a multipart without a boundary lost its text: %q", m.Text)
 			}
 		}},
-		{"mixed_text_parts.eml", func(t *testing.T, m *inbound.Message) {
+		{"mixed_text_parts.eml", func(t *testing.T, m *desk.InboundMail) {
 			first, second, third := strings.Index(m.Text, "First, the login page:"), strings.Index(m.Text, "Then the error"), strings.Index(m.Text, "Sent from my tablet")
 			if first < 0 || second < first || third < second {
 				t.Errorf("text parts not all kept in order: %q", m.Text)
@@ -115,7 +116,7 @@ func TestParseRealMail(t *testing.T) {
 				t.Errorf("attachments %+v", m.Attachments)
 			}
 		}},
-		{"digest.eml", func(t *testing.T, m *inbound.Message) {
+		{"digest.eml", func(t *testing.T, m *desk.InboundMail) {
 			zipper, size := strings.Index(m.Text, "The zipper broke on day one."), strings.Index(m.Text, "I ordered M and got XL.")
 			if zipper < 0 || size < zipper || !strings.Contains(m.Text, "From: Jonas Berg <jonas@example.com>") || !strings.Contains(m.Text, "Subject: Wrong size") {
 				t.Errorf("the digest's messages are not kept as messages: %q", m.Text)
@@ -165,13 +166,13 @@ func FuzzParse(f *testing.F) {
 		}
 		return nil
 	})
-	rc := inbound.NewReceiver(nil, nil, []string{"helpdesk.example.com"}, nil)
+	cases := desk.New(nil, nil, desk.Config{Domains: []string{"helpdesk.example.com"}})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		m, err := inbound.Parse(raw)
 		if err != nil {
 			return
 		}
-		for _, c := range rc.Candidates(m, []string{"support+t-500001@helpdesk.example.com", string(raw[:min(len(raw), 64)])}) {
+		for _, c := range cases.Candidates(m, []string{"support+t-500001@helpdesk.example.com", string(raw[:min(len(raw), 64)])}) {
 			if !strings.HasPrefix(c.TicketID, "T-") || strings.ContainsAny(c.TicketID, " \r\n") {
 				t.Errorf("candidate %+v", c)
 			}

@@ -45,7 +45,7 @@ func setup(t *testing.T) *bundle {
 	}
 	q := b.NewQueue(t)
 	return &bundle{Bundle: b, queue: q, outbound: srv,
-		receiver: inbound.NewReceiver(b.Pool, b.Desk(q), []string{"helpdesk.example.com"}, jobstest.Logger())}
+		receiver: inbound.NewReceiver(b.Desk(q), jobstest.Logger())}
 }
 
 // listen serves the receiver over SMTP on loopback.
@@ -62,7 +62,7 @@ func (b *bundle) listen(t *testing.T, config inbound.ServerConfig) {
 	t.Cleanup(func() { _ = srv.Close() })
 }
 
-func (b *bundle) receive(t *testing.T, raw []byte, rcpts ...string) *inbound.Outcome {
+func (b *bundle) receive(t *testing.T, raw []byte, rcpts ...string) *desk.Filed {
 	t.Helper()
 	if len(rcpts) == 0 {
 		rcpts = []string{"support@helpdesk.example.com"}
@@ -181,7 +181,7 @@ func TestReceiveRealMail(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.DeskConfig.AttachmentMaxBytes = 64 // the image (70 bytes) is over, the text file (19) under
-		b.receiver = inbound.NewReceiver(b.Pool, b.Desk(b.queue), []string{"helpdesk.example.com"}, jobstest.Logger())
+		b.receiver = inbound.NewReceiver(b.Desk(b.queue), jobstest.Logger())
 		raw := fixture(t, "outlook_inline_image.eml")
 		out := b.receive(t, raw)
 		list := b.attachments(t, out.TicketID)

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
-	"github.com/jackc/pgx/v5/pgconn"
 
+	"helpdesk/desk"
 	"helpdesk/metrics"
 )
 
@@ -135,7 +135,7 @@ func (s *session) Data(r io.Reader) error {
 	switch {
 	case err == nil:
 		return nil // Receive counted it
-	case errors.Is(err, ErrUnparseable), errors.Is(err, ErrNoSender), contentFault(err):
+	case errors.Is(err, ErrUnparseable), errors.Is(err, desk.ErrNoSender), errors.Is(err, desk.ErrUnstorable):
 		metrics.InboundMessages.WithLabelValues("refused").Inc()
 	default:
 		metrics.InboundMessages.WithLabelValues("tempfail").Inc()
@@ -143,9 +143,9 @@ func (s *session) Data(r io.Reader) error {
 	switch {
 	case errors.Is(err, ErrUnparseable):
 		return errUnparseable
-	case errors.Is(err, ErrNoSender):
+	case errors.Is(err, desk.ErrNoSender):
 		return errNoSender
-	case contentFault(err):
+	case errors.Is(err, desk.ErrUnstorable):
 		// The same bytes would fail again on every retry: refuse them for
 		// good rather than have the sender retry for days.
 		s.rc.logger.Error("inbound mail refused: its content cannot be stored", slog.Any("error", err))
@@ -175,19 +175,6 @@ func longestLine(raw []byte) int {
 		raw = raw[min(i+1, len(raw)):]
 	}
 	return longest
-}
-
-// contentFault tells an error that PostgreSQL raised about the data itself
-// (class 22, data exception: a NUL, invalid UTF-8, a value out of range;
-// class 23 other than a unique key, which a retry resolves) from a fault
-// of the database or the machine, which may pass.
-func contentFault(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
-		return false
-	}
-	class := pgErr.Code[:2]
-	return class == "22" || (class == "23" && pgErr.Code != "23505")
 }
 
 func (s *session) Reset()        { s.rcpts = nil }

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"helpdesk/desk"
@@ -34,7 +33,7 @@ func autocloseSchedule(after time.Duration) *river.PeriodicJob {
 // the autoclose period, by its clock.
 type AutocloseWorker struct {
 	river.WorkerDefaults[AutocloseArgs]
-	pool   *pgxpool.Pool
+	desk   *desk.Desk
 	after  time.Duration
 	now    func() time.Time
 	logger *slog.Logger
@@ -42,7 +41,7 @@ type AutocloseWorker struct {
 
 // Work closes what is due.
 func (w *AutocloseWorker) Work(ctx context.Context, _ *river.Job[AutocloseArgs]) error {
-	n, err := desk.Autoclose(ctx, w.pool, w.now().Add(-w.after))
+	n, err := w.desk.Autoclose(ctx, w.now().Add(-w.after))
 	if n > 0 {
 		w.logger.InfoContext(ctx, "closed solved tickets", slog.Int("closed", n), slog.Duration("solved_for", w.after))
 	}

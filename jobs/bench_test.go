@@ -19,6 +19,7 @@ import (
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail/smtptest"
 	"helpdesk/metrics"
+	"helpdesk/store"
 )
 
 // benchArgs are the jobs of a benchmark's own River client, which do
@@ -45,7 +46,8 @@ func BenchmarkTriageThroughput(b *testing.B) {
 		bundle.Config.TriageWorkers, bundle.Config.FetchCooldown = workers, cooldown
 		q := bundle.NewQueue(b)
 		queueTickets(b, bundle, q, b.N)
-		runUntilCompleted(b, bundle.Pool, jobs.TriageArgs{}.Kind(), "tickets/s", b.N, q.Start, q.Stop)
+		w := bundle.NewWorkers(b, q)
+		runUntilCompleted(b, bundle.Pool, jobs.TriageArgs{}.Kind(), "tickets/s", b.N, w.Start, w.Stop)
 		if calls := bundle.Sim.TotalCalls(); calls != 3*b.N {
 			b.Errorf("provider calls = %d, want %d", calls, 3*b.N)
 		}
@@ -182,7 +184,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		}
 		q := bundle.NewQueue(b)
 		ticketID, _ := bundle.OpenTicket(b, q, "Hello", "Hi.")
-		err := pgx.BeginFunc(bundle.Ctx, bundle.Pool, func(tx pgx.Tx) error {
+		err := store.Run(bundle.Ctx, bundle.Pool, func(tx *store.Tx) error {
 			cases := bundle.Desk(q)
 			for range b.N {
 				p := &desk.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: "Hello back."}
@@ -203,7 +205,8 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rate := runUntilCompleted(b, bundle.Pool, jobs.EmailArgs{}.Kind(), "emails/s", b.N, q.Start, q.Stop)
+		w := bundle.NewWorkers(b, q)
+		rate := runUntilCompleted(b, bundle.Pool, jobs.EmailArgs{}.Kind(), "emails/s", b.N, w.Start, w.Stop)
 		if got := len(srv.Deliveries()); got != b.N {
 			b.Errorf("%d deliveries, want %d", got, b.N)
 		}
@@ -268,7 +271,7 @@ func BenchmarkReplyLatencyUnderTriageBacklog(b *testing.B) {
 		for i := range b.N {
 			start := time.Now()
 			var jobID int64
-			err := pgx.BeginFunc(bundle.Ctx, bundle.Pool, func(tx pgx.Tx) (err error) {
+			err := store.Run(bundle.Ctx, bundle.Pool, func(tx *store.Tx) (err error) {
 				if _, jobID, err = bundle.Desk(q).CreateReplyTx(bundle.Ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: "Hello back."}); err != nil {
 					return err
 				}

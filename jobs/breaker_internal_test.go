@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/jobs/provider"
+	"helpdesk/provider"
 	"helpdesk/store"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
-	"helpdesk/jobs/provider/simulator"
+	"helpdesk/provider/simulator"
 	"helpdesk/store"
 )
 

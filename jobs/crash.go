@@ -1,3 +1,5 @@
+//go:build demo
+
 package jobs
 
 import (
@@ -9,6 +11,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"helpdesk/desk"
 )
 
 // CrashPoint says where SimulateCrash's worker dies.
@@ -20,17 +24,33 @@ type CrashPoint struct {
 // errCrash stops the worker at the crash point.
 var errCrash = errors.New("simulated crash")
 
-// SimulateCrash plays a worker process that dies mid-job, for the demo and
-// the tests. It locks the next available job exactly as River's producer
-// does (state running, attempt + 1, attempted_at now), runs the triage
-// worker up to the crash point and returns without telling River anything,
-// so the job stays running, as after a killed process, until River's
-// rescuer hands it back (after Config.RescueStuckJobsAfter).
-func (q *Queue) SimulateCrash(ctx context.Context, at CrashPoint) (*river.Job[TriageArgs], error) {
-	if q.triage == nil {
-		return nil, errors.New("jobs: a queue without a provider cannot work jobs")
+// crashingDesk is the desk of a worker that dies at a step: before the
+// step's save (its provider call made) or right after it.
+type crashingDesk struct {
+	triageDesk
+	at CrashPoint
+}
+
+func (c crashingDesk) SaveTriageStep(ctx context.Context, r *desk.TriageResult) (bool, error) {
+	if r.Task == c.at.Task && c.at.BeforeSave {
+		return false, errCrash
 	}
-	res, err := riverpgxv5.New(q.pool).GetExecutor().JobGetAvailable(ctx, &riverdriver.JobGetAvailableParams{
+	free, err := c.triageDesk.SaveTriageStep(ctx, r)
+	if err == nil && r.Task == c.at.Task {
+		return false, errCrash
+	}
+	return free, err
+}
+
+// SimulateCrash plays a worker process that dies mid-job, for the demo and
+// the tests (built with -tags demo only). It locks the next available job
+// exactly as River's producer does (state running, attempt + 1,
+// attempted_at now), runs the triage worker up to the crash point and
+// returns without telling River anything, so the job stays running, as
+// after a killed process, until River's rescuer hands it back (after
+// Config.RescueStuckJobsAfter).
+func (w *Workers) SimulateCrash(ctx context.Context, at CrashPoint) (*river.Job[TriageArgs], error) {
+	res, err := riverpgxv5.New(w.pool).GetExecutor().JobGetAvailable(ctx, &riverdriver.JobGetAvailableParams{
 		ClientID: "crashing-worker", Kind: []string{TriageArgs{}.Kind()}, MaxAttemptedBy: 100, MaxToLock: 1, Queue: QueueTriage,
 	})
 	if err != nil {
@@ -43,17 +63,9 @@ func (q *Queue) SimulateCrash(ctx context.Context, at CrashPoint) (*river.Job[Tr
 	if err := json.Unmarshal(job.EncodedArgs, &job.Args); err != nil {
 		return nil, fmt.Errorf("decode job %d: %w", job.ID, err)
 	}
-	w := *q.triage
-	crashAt := func(before bool) func(string) error {
-		return func(task string) error {
-			if task == at.Task && at.BeforeSave == before {
-				return errCrash
-			}
-			return nil
-		}
-	}
-	w.afterCall, w.afterSave = crashAt(true), crashAt(false)
-	if err := w.Work(ctx, job); !errors.Is(err, errCrash) {
+	crashing := *w.triage
+	crashing.desk = crashingDesk{triageDesk: w.triage.desk, at: at}
+	if err := crashing.Work(ctx, job); !errors.Is(err, errCrash) {
 		return job, fmt.Errorf("the worker did not reach the crash point at %s: %v", at.Task, err)
 	}
 	return job, nil

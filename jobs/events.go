@@ -13,7 +13,7 @@ import (
 // observe records one of River's job events: how long the attempt ran,
 // and, for a job that failed for good or became a dead letter, one line
 // at ERROR for the person on call.
-func (q *Queue) observe(e *river.Event) {
+func (w *Workers) observe(e *river.Event) {
 	if e.Job == nil {
 		return
 	}
@@ -40,16 +40,16 @@ func (q *Queue) observe(e *river.Event) {
 			MessageID int64 `json:"message_id"`
 		}
 		_ = json.Unmarshal(e.Job.EncodedArgs, &args)
-		q.config.Logger.Error("job "+outcome, slog.Int64("job_id", e.Job.ID), slog.String("kind", e.Job.Kind),
+		w.config.Logger.Error("job "+outcome, slog.Int64("job_id", e.Job.ID), slog.String("kind", e.Job.Kind),
 			slog.String("ticket_id", s.TicketID), slog.Int64("message_id", args.MessageID), slog.Int("attempt", e.Job.Attempt),
 			slog.String("last_error", lastErrorOrNone(s)))
 	}
 }
 
 // endEvents ends the subscription and waits until its events are read.
-func (q *Queue) endEvents() {
-	if q.stopEvents != nil {
-		q.stopEvents()
-		<-q.eventsDone
+func (w *Workers) endEvents() {
+	if w.stopEvents != nil {
+		w.stopEvents()
+		<-w.eventsDone
 	}
 }

@@ -9,8 +9,8 @@ import (
 
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
-	"helpdesk/jobs/provider/simulator"
 	"helpdesk/mail/smtptest"
+	"helpdesk/provider/simulator"
 )
 
 // errorLines are the records logged at ERROR.

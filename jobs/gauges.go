@@ -43,13 +43,11 @@ func (q *Queue) RefreshGauges(ctx context.Context) error {
 	for ks, n := range byKindState {
 		metrics.Jobs.WithLabelValues(ks[0], ks[1]).Set(n)
 	}
-	if q.config.Relay != nil {
-		notBefore, _, err := st.RelayPaused(ctx, q.config.Relay.Name())
-		if err != nil {
-			return err
-		}
-		metrics.SMTPRelayPaused.Set(boolGauge(notBefore.After(time.Now())))
+	paused, err := st.RelaysPaused(ctx)
+	if err != nil {
+		return err
 	}
+	metrics.SMTPRelayPaused.Set(boolGauge(paused > 0))
 	providers, err := st.ListProviders(ctx)
 	if err != nil {
 		return err

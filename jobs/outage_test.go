@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"helpdesk/backoff"
 	"helpdesk/faulttest"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // relayBehindProxy points the queue's relay at a proxy in front of the fake
@@ -24,7 +26,7 @@ func relayBehindProxy(t *testing.T, b *emailBundle) *faulttest.Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Config.Relay = relay
+	b.Relay, b.DeskConfig.Delivery.Sender = relay, relay
 	return proxy
 }
 
@@ -39,7 +41,7 @@ func TestRelayOutage(t *testing.T) {
 		// relay is down for 2s = 100 × base, longer than every attempt's
 		// backoff added up, so a single counted attempt would show.
 		const base, outage, replies = 20 * time.Millisecond, 2 * time.Second, 10
-		b.Config.EmailBackoff = jobs.Backoff{Base: base, Cap: 10 * base}
+		b.Config.EmailBackoff = backoff.Backoff{Base: base, Cap: 10 * base}
 		b.Config.EmailMaxAttempts = 2
 		proxy.Refuse()
 		q := b.start(t)
@@ -83,7 +85,7 @@ func TestRelayOutage(t *testing.T) {
 				t.Errorf("reply %d reached the relay %d times, want once", i, n)
 			}
 		}
-		if _, faults, _ := b.Store.RelayPaused(b.Ctx, b.Config.Relay.Name()); faults != 0 {
+		if _, faults, _ := b.Store.RelayPaused(b.Ctx, b.Relay.Name()); faults != 0 {
 			t.Errorf("the relay still counts %d faults after it came back", faults)
 		}
 	})
@@ -92,7 +94,7 @@ func TestRelayOutage(t *testing.T) {
 		t.Parallel()
 		b := setupEmail(t)
 		proxy := relayBehindProxy(t, b)
-		b.Config.EmailBackoff = jobs.Backoff{Base: 50 * time.Millisecond, Cap: 200 * time.Millisecond}
+		b.Config.EmailBackoff = backoff.Backoff{Base: 50 * time.Millisecond, Cap: 200 * time.Millisecond}
 		proxy.Refuse()
 		q := b.start(t)
 		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
@@ -105,12 +107,12 @@ func TestRelayOutage(t *testing.T) {
 		// Each fault after the first is one probe that found the relay
 		// down. Over a second with pauses of 25–200ms, probes go on, a few
 		// at most: 20 waiting jobs never all try at once.
-		_, before, err := b.Store.RelayPaused(b.Ctx, b.Config.Relay.Name())
+		_, before, err := b.Store.RelayPaused(b.Ctx, b.Relay.Name())
 		if err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
-		_, after, err := b.Store.RelayPaused(b.Ctx, b.Config.Relay.Name())
+		_, after, err := b.Store.RelayPaused(b.Ctx, b.Relay.Name())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,11 +125,10 @@ func TestRelayOutage(t *testing.T) {
 		t.Parallel()
 		b := setupEmail(t)
 		proxy := relayBehindProxy(t, b)
-		b.Config.EmailBackoff = jobs.Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond}
-		b.Config.EmailDelayNotice = 300 * time.Millisecond
+		b.Config.EmailBackoff = backoff.Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond}
+		b.DeskConfig.Delivery.DelayNotice = 300 * time.Millisecond
 		proxy.Refuse()
 		q := b.start(t)
-		q.SetNotifier(b.Desk(q))
 		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
 		if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "alice", DisplayName: "Alice", Email: "alice@support.example.com"}); err != nil {
 			t.Fatal(err)
@@ -171,9 +172,9 @@ func TestRelayOutage(t *testing.T) {
 		t.Parallel()
 		b := setupEmail(t)
 		proxy := relayBehindProxy(t, b)
-		b.Config.EmailBackoff = jobs.Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond}
+		b.Config.EmailBackoff = backoff.Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond}
 		b.Config.EmailMaxAttempts = 1
-		b.Config.EmailGiveUpAfter = time.Second
+		b.DeskConfig.Delivery.GiveUpAfter = time.Second
 		proxy.Refuse()
 		q := b.start(t)
 		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
@@ -229,7 +230,7 @@ func systemNotes(t *testing.T, b *emailBundle, ticketID string) []string {
 	}
 	var out []string
 	for _, m := range msgs {
-		if m.Direction == store.DirectionNote && m.Author == store.AuthorSystem {
+		if m.Direction == vocab.DirectionNote && m.Author == vocab.System {
 			out = append(out, m.Body)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	gomail "github.com/emersion/go-message/mail"
 	"github.com/emersion/go-smtp"
-	"github.com/jackc/pgx/v5"
 
 	"helpdesk/desk"
 	"helpdesk/jobs"
@@ -18,6 +17,7 @@ import (
 	"helpdesk/mail/mailtest"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // parsed is a delivered mail read back with go-message.
@@ -212,7 +212,7 @@ func TestOutboundEmail(t *testing.T) {
 		if s.Attempt != 1 || b.smtp.Connections() != 4 {
 			t.Errorf("sent at attempt %d after %d connections; want attempt 1 after 4", s.Attempt, b.smtp.Connections())
 		}
-		notBefore, _, err := b.Store.RelayPaused(b.Ctx, b.Config.Relay.Name())
+		notBefore, _, err := b.Store.RelayPaused(b.Ctx, b.Relay.Name())
 		if err != nil || notBefore.IsZero() {
 			t.Errorf("the relay's pause was not recorded: %v %v", notBefore, err)
 		}
@@ -221,7 +221,7 @@ func TestOutboundEmail(t *testing.T) {
 	t.Run("APausedRelayHoldsEveryMessage", func(t *testing.T) {
 		t.Parallel()
 		b := setupEmail(t)
-		if _, err := b.Store.RecordRelayFault(b.Ctx, b.Config.Relay.Name(), "421 4.7.0 slow down", time.Hour, time.Hour); err != nil {
+		if _, err := b.Store.RecordRelayFault(b.Ctx, b.Relay.Name(), "421 4.7.0 slow down", time.Hour, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		q := b.start(t)
@@ -245,7 +245,11 @@ func TestOutboundEmail(t *testing.T) {
 		if em := b.outbound(t, msg.ID); em.State != store.DeliveryPartiallySent {
 			t.Errorf("email %s, want partially_sent", em.State)
 		}
-		// A person retries: only the refused recipient is tried again.
+		// A person clears the refused address (its 550 suppressed it) and
+		// retries: only the refused recipient is tried again.
+		if err := b.Store.ClearSuppression(b.Ctx, "bram@example.com"); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := q.Retry(b.Ctx, jobID); err != nil {
 			t.Fatal(err)
 		}
@@ -273,9 +277,9 @@ func TestOutboundEmail(t *testing.T) {
 		q := b.start(t)
 		ticketID, _ := b.OpenTicket(t, q, "A long story", "It begins.")
 		for i := range 299 {
-			dir, id := store.DirectionInbound, fmt.Sprintf("<m%03d.4k2j5h6g7f8d9s0a@mail.example.com>", i)
+			dir, id := vocab.DirectionInbound, fmt.Sprintf("<m%03d.4k2j5h6g7f8d9s0a@mail.example.com>", i)
 			if i%2 == 1 {
-				dir, id = store.DirectionOutbound, fmt.Sprintf("<r%03d.4k2j5h6g7f8d9s0a@helpdesk.example.com>", i)
+				dir, id = vocab.DirectionOutbound, fmt.Sprintf("<r%03d.4k2j5h6g7f8d9s0a@helpdesk.example.com>", i)
 			}
 			if _, err := b.Store.InsertMessage(b.Ctx, &store.InsertMessageParams{TicketID: ticketID, Direction: dir,
 				Author: "someone", Body: "…", EmailMessageID: &id}); err != nil {
@@ -299,7 +303,7 @@ func TestOutboundEmail(t *testing.T) {
 		}
 		var newestInbound string
 		for _, m := range msgs {
-			if m.Direction == store.DirectionInbound {
+			if m.Direction == vocab.DirectionInbound {
 				newestInbound = *m.EmailMessageID
 			}
 		}
@@ -331,7 +335,7 @@ func TestOutboundEmail(t *testing.T) {
 		}
 
 		// The bad row goes in with the reply, before its job can run.
-		err := pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
+		err := store.Run(b.Ctx, b.Pool, func(tx *store.Tx) error {
 			msg, id, err := b.Desk(q).CreateReplyTx(b.Ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: "agent:alice", Body: "Again."})
 			if err != nil {
 				return err

@@ -3,13 +3,12 @@ package jobs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/jobs/provider"
+	"helpdesk/provider"
 	"helpdesk/store"
 )
 
@@ -237,13 +236,4 @@ func near(a, b time.Duration) bool {
 		d = -d
 	}
 	return d <= max(a, b)/10
-}
-
-// ProviderState returns the shared state of the queue's provider: its
-// breaker and its pace.
-func (q *Queue) ProviderState(ctx context.Context) (*store.Provider, error) {
-	if q.config.Provider == nil {
-		return nil, fmt.Errorf("provider: %w", store.ErrNotFound)
-	}
-	return store.New(q.pool).GetProvider(ctx, q.config.Provider.Name())
 }

@@ -2,14 +2,11 @@ package jobs
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"helpdesk/desk"
-	"helpdesk/store"
 )
 
 // PruneArgs is the periodic job that deletes expired Idempotency-Keys,
@@ -38,34 +35,10 @@ const maintenanceTimeout = 30 * time.Second
 
 type pruneWorker struct {
 	river.WorkerDefaults[PruneArgs]
-	pool      *pgxpool.Pool
+	desk      *desk.Desk
 	retention time.Duration
-	logger    *slog.Logger
 }
 
-func (w *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error {
-	st := store.New(w.pool)
-	n, err := st.PruneIdempotencyKeys(ctx, w.retention)
-	if err != nil {
-		return err
-	}
-	if n > 0 {
-		w.logger.InfoContext(ctx, "pruned expired idempotency keys", slog.Int64("deleted", n), slog.Duration("retention", w.retention))
-	}
-	uploads, contents, err := st.PruneAttachments(ctx, uploadRetention)
-	if err != nil {
-		return err
-	}
-	if uploads+contents > 0 {
-		w.logger.InfoContext(ctx, "pruned unsent uploads", slog.Int64("uploads", uploads), slog.Int64("contents", contents))
-	}
-	if _, err = st.PruneAcknowledgements(ctx, desk.AckWindow); err != nil {
-		return err
-	}
-	// Deliveries end within hours; a week keeps the events for a look.
-	_, err = st.PruneWebhookEvents(ctx, 7*24*time.Hour)
-	return err
+func (w *pruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
+	return w.desk.Prune(ctx, w.retention)
 }
-
-// uploadRetention is how long an upload waits for a reply to send it.
-const uploadRetention = 24 * time.Hour

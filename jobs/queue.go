@@ -1,13 +1,15 @@
-// Package jobs runs helpdesk's background work on River: triage of tickets, retries and dead letters.
+// Package jobs runs helpdesk's background work on River: the queue the use cases insert into, and the workers that map their answers onto River's control flow.
+//
+// Construction runs one way: NewQueue is an insert-only River client, which
+// desk.New takes as its Enqueuer and the API as the jobs' administration;
+// NewWorkers then builds the River client that works the jobs, holding the
+// *desk.Desk whose use cases each worker calls.
 package jobs
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,33 +17,29 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"helpdesk/backoff"
 	"helpdesk/desk"
-	"helpdesk/jobs/provider"
-	"helpdesk/mail"
+	"helpdesk/provider"
+	"helpdesk/store"
 )
 
-// Config is what the queue needs; zero durations and counts take the defaults.
+// Config is what the queue and the workers need; zero durations and
+// counts take the defaults.
 type Config struct {
 	Logger   *slog.Logger
-	Provider *provider.Client // nil: the queue inserts and administers jobs but works none
-	// InsertOnly is an API process's queue: it inserts every kind of job,
-	// email included, for worker processes to work, and works none.
-	InsertOnly bool
+	Provider *provider.Client // the AI provider triage calls; nil: triage is worked by another process
 
-	TriageBackoff     Backoff // default base 2s, cap 60s
-	TriageMaxAttempts int     // default 5; then the job is a dead letter
+	TriageBackoff     backoff.Backoff // default base 2s, cap 60s
+	TriageMaxAttempts int             // default 5; then the job is a dead letter
 	Breaker           BreakerConfig
-	// AutoAssign gives a ticket, once triage chose its team, to the team's
-	// least busy agent, in the transaction of the classify result.
-	AutoAssign bool
 	// AutocloseAfter is how long a solved ticket stays solved before a
 	// periodic job closes it; default 168h. Now is that job's clock; nil
 	// is time.Now.
 	AutocloseAfter time.Duration
 	Now            func() time.Time
 
-	// Jobs worked at once by this process, per queue: replies never wait
-	// behind triage.
+	// Jobs worked at once by a worker process, per queue: replies never
+	// wait behind triage.
 	TriageWorkers int // default 50: they mostly wait on the provider
 	EmailWorkers  int // default 20
 
@@ -49,16 +47,15 @@ type Config struct {
 	// periodic job prunes older ones. Default 24h.
 	IdempotencyRetention time.Duration
 
-	// Outbound email. Without a Relay, replies are refused (ErrNoRelay).
-	Relay        *mail.Relay
-	EmailBackoff Backoff // default base 5s, cap 15m
+	// Mail: mail goes out (the workers' desk has a sender), so email jobs
+	// may be queued; without it, queueing one is desk.ErrNoRelay.
+	Mail         bool
+	EmailBackoff backoff.Backoff // default base 5s, cap 15m
 	// EmailMaxAttempts bounds the attempts spent on errors that concern the
 	// message (4xx at RCPT or after the body, an unknown outcome); default
 	// 8, then the email is a dead letter. A relay that is down or slow
 	// spends none: an email is given up by its age instead.
 	EmailMaxAttempts int
-	EmailGiveUpAfter time.Duration // default 72h
-	EmailDelayNotice time.Duration // default 30m
 
 	// How long one attempt of a job may run before River cancels it. They
 	// bound how soon a job whose process died is handed to another.
@@ -73,11 +70,11 @@ type Config struct {
 
 	// Webhook deliveries: attempts, backoff, the receiver's time to answer,
 	// and how often recorded events are turned into deliveries.
-	WebhookMaxAttempts int           // default 10
-	WebhookBackoff     Backoff       // default base 5s, cap 1h
-	WebhookTimeout     time.Duration // default 10s
-	WebhookWorkers     int           // default 10
-	WebhookPoll        time.Duration // default 500ms
+	WebhookMaxAttempts int             // default 10
+	WebhookBackoff     backoff.Backoff // default base 5s, cap 1h
+	WebhookTimeout     time.Duration   // default 10s
+	WebhookWorkers     int             // default 10
+	WebhookPoll        time.Duration   // default 500ms
 
 	// How River fetches: at most every FetchCooldown while jobs come in
 	// (LISTEN/NOTIFY wakes it), every FetchPollInterval when none do.
@@ -90,72 +87,41 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.TriageBackoff.Base <= 0 {
-		c.TriageBackoff.Base = 2 * time.Second
-	}
-	if c.TriageBackoff.Cap <= 0 {
-		c.TriageBackoff.Cap = 60 * time.Second
-	}
-	if c.TriageMaxAttempts <= 0 {
-		c.TriageMaxAttempts = 5
-	}
+	setDuration(&c.TriageBackoff.Base, 2*time.Second)
+	setDuration(&c.TriageBackoff.Cap, 60*time.Second)
+	setInt(&c.TriageMaxAttempts, 5)
 	c.Breaker.setDefaults()
-	if c.TriageWorkers <= 0 {
-		c.TriageWorkers = DefaultTriageWorkers
-	}
-	if c.EmailWorkers <= 0 {
-		c.EmailWorkers = DefaultEmailWorkers
-	}
-	if c.AutocloseAfter <= 0 {
-		c.AutocloseAfter = 168 * time.Hour
-	}
+	setInt(&c.TriageWorkers, DefaultTriageWorkers)
+	setInt(&c.EmailWorkers, DefaultEmailWorkers)
+	setDuration(&c.AutocloseAfter, 168*time.Hour)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.IdempotencyRetention <= 0 {
-		c.IdempotencyRetention = 24 * time.Hour
+	setDuration(&c.IdempotencyRetention, 24*time.Hour)
+	setDuration(&c.EmailBackoff.Base, 5*time.Second)
+	setDuration(&c.EmailBackoff.Cap, 15*time.Minute)
+	setInt(&c.EmailMaxAttempts, 8)
+	setInt(&c.WebhookMaxAttempts, 10)
+	setDuration(&c.WebhookBackoff.Base, 5*time.Second)
+	setDuration(&c.WebhookBackoff.Cap, time.Hour)
+	setDuration(&c.WebhookTimeout, 10*time.Second)
+	setInt(&c.WebhookWorkers, 10)
+	setDuration(&c.WebhookPoll, 500*time.Millisecond)
+	setDuration(&c.TriageTimeout, 45*time.Second)
+	setDuration(&c.EmailTimeout, 90*time.Second)
+	setDuration(&c.RescueStuckJobsAfter, c.LongestJobTimeout()+30*time.Second)
+	setDuration(&c.FetchCooldown, DefaultFetchCooldown)
+}
+
+func setDuration(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
 	}
-	if c.EmailBackoff.Base <= 0 {
-		c.EmailBackoff.Base = 5 * time.Second
-	}
-	if c.EmailBackoff.Cap <= 0 {
-		c.EmailBackoff.Cap = 15 * time.Minute
-	}
-	if c.EmailMaxAttempts <= 0 {
-		c.EmailMaxAttempts = 8
-	}
-	if c.WebhookMaxAttempts <= 0 {
-		c.WebhookMaxAttempts = 10
-	}
-	if c.WebhookBackoff.Base <= 0 {
-		c.WebhookBackoff.Base = 5 * time.Second
-	}
-	if c.WebhookBackoff.Cap <= 0 {
-		c.WebhookBackoff.Cap = time.Hour
-	}
-	if c.WebhookTimeout <= 0 {
-		c.WebhookTimeout = 10 * time.Second
-	}
-	if c.WebhookWorkers <= 0 {
-		c.WebhookWorkers = 10
-	}
-	if c.WebhookPoll <= 0 {
-		c.WebhookPoll = 500 * time.Millisecond
-	}
-	if c.EmailGiveUpAfter <= 0 {
-		c.EmailGiveUpAfter = 72 * time.Hour
-	}
-	if c.EmailDelayNotice <= 0 {
-		c.EmailDelayNotice = 30 * time.Minute
-	}
-	if c.TriageTimeout <= 0 {
-		c.TriageTimeout = 45 * time.Second
-	}
-	if c.EmailTimeout <= 0 {
-		c.EmailTimeout = 90 * time.Second
-	}
-	if c.RescueStuckJobsAfter <= 0 {
-		c.RescueStuckJobsAfter = c.LongestJobTimeout() + 30*time.Second
+}
+
+func setInt(n *int, v int) {
+	if *n <= 0 {
+		*n = v
 	}
 }
 
@@ -184,177 +150,84 @@ const (
 	QueueMaintenance = "maintenance" // periodic jobs
 )
 
-// Queue is helpdesk's River client with its workers.
+// Queue is an insert-only River client: what the use cases enqueue with
+// (it is their desk.Enqueuer), and the jobs' administration (state, dead
+// letters, retry) for the API and the CLI. It works no job.
 type Queue struct {
 	Client *river.Client[pgx.Tx]
 
-	pool      *pgxpool.Pool
-	config    Config
-	triage    *TriageWorker
-	email     *EmailWorker
-	autoclose *AutocloseWorker
-
-	stopEvents func()        // ends the subscription to River's job events
-	eventsDone chan struct{} // closed when the events are all read
-
-	stopDispatch func()        // ends the webhook dispatcher
-	dispatchDone chan struct{} // closed when it has ended
+	pool   *pgxpool.Pool
+	config Config
 }
 
-// Autoclose runs the periodic autoclose job's work now, by the queue's
-// clock; for tests and tools.
-func (q *Queue) Autoclose(ctx context.Context) error {
-	if q.autoclose == nil {
-		return errors.New("jobs: a queue without a provider runs no periodic jobs")
-	}
-	return q.autoclose.Work(ctx, nil)
-}
-
-// New builds the queue. It works jobs only after Start.
-func New(pool *pgxpool.Pool, config Config) (*Queue, error) {
+// NewQueue builds the insert-only client.
+func NewQueue(pool *pgxpool.Pool, config Config) (*Queue, error) {
 	config.setDefaults()
-	if config.RescueStuckJobsAfter <= config.LongestJobTimeout() {
-		return nil, fmt.Errorf("jobs: RescueStuckJobsAfter (%s) must be longer than the longest job timeout (%s)",
-			config.RescueStuckJobsAfter, config.LongestJobTimeout())
-	}
-	q := &Queue{pool: pool, config: config}
-
-	// Without a provider the queue only inserts and administers jobs, as the
-	// CLI does; River then needs neither workers nor queues.
-	var (
-		workers  *river.Workers
-		queues   map[string]river.QueueConfig
-		periodic []*river.PeriodicJob
-	)
-	if config.Provider != nil && !config.InsertOnly {
-		q.triage = &TriageWorker{pool: pool, provider: config.Provider, backoff: config.TriageBackoff, logger: config.Logger,
-			timeout: config.TriageTimeout, autoAssign: config.AutoAssign, gate: &providerGate{pool: pool, name: config.Provider.Name(), breaker: config.Breaker,
-				lease: config.Provider.Timeout() + 5*time.Second, logger: config.Logger}}
-		workers = river.NewWorkers()
-		if err := river.AddWorkerSafely(workers, q.triage); err != nil {
-			return nil, fmt.Errorf("register triage worker: %w", err)
-		}
-		if err := river.AddWorkerSafely(workers, &pruneWorker{pool: pool, retention: config.IdempotencyRetention, logger: config.Logger}); err != nil {
-			return nil, fmt.Errorf("register prune worker: %w", err)
-		}
-		q.autoclose = &AutocloseWorker{pool: pool, after: config.AutocloseAfter, now: config.Now, logger: config.Logger}
-		if err := river.AddWorkerSafely(workers, q.autoclose); err != nil {
-			return nil, fmt.Errorf("register autoclose worker: %w", err)
-		}
-		if config.Relay != nil {
-			email := &EmailWorker{pool: pool, relay: config.Relay,
-				backoff: config.EmailBackoff, logger: config.Logger, timeout: config.EmailTimeout,
-				giveUpAfter: config.EmailGiveUpAfter, delayNotice: config.EmailDelayNotice}
-			q.email = email
-			if err := river.AddWorkerSafely(workers, email); err != nil {
-				return nil, fmt.Errorf("register email worker: %w", err)
-			}
-			if err := river.AddWorkerSafely(workers, &NotifyWorker{email: email}); err != nil {
-				return nil, fmt.Errorf("register notify worker: %w", err)
-			}
-		}
-		if err := river.AddWorkerSafely(workers, &WebhookWorker{pool: pool, client: &http.Client{}, backoff: config.WebhookBackoff,
-			timeout: config.WebhookTimeout}); err != nil {
-			return nil, fmt.Errorf("register webhook worker: %w", err)
-		}
-		queues = map[string]river.QueueConfig{
-			QueueTriage:      {MaxWorkers: config.TriageWorkers},
-			QueueEmail:       {MaxWorkers: config.EmailWorkers},
-			QueueWebhooks:    {MaxWorkers: config.WebhookWorkers},
-			QueueMaintenance: {MaxWorkers: 2},
-			// Jobs that a process of an older version inserts during an upgrade.
-			river.QueueDefault: {MaxWorkers: 2},
-		}
-		periodic = []*river.PeriodicJob{pruneSchedule(config.IdempotencyRetention), autocloseSchedule(config.AutocloseAfter)}
-	}
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:               config.Logger,
-		Queues:               queues,
-		Workers:              workers,
-		PeriodicJobs:         periodic,
-		RetryPolicy:          config.TriageBackoff,
-		MaxAttempts:          config.TriageMaxAttempts,
-		FetchPollInterval:    config.FetchPollInterval,
-		FetchCooldown:        cmp.Or(config.FetchCooldown, DefaultFetchCooldown),
-		RescueStuckJobsAfter: config.RescueStuckJobsAfter,
-		JobTimeout:           min(maintenanceTimeout, config.LongestJobTimeout()), // the triage and email workers set their own
-	})
+	// River inserts and administers jobs without queues or workers.
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: config.Logger, MaxAttempts: config.TriageMaxAttempts})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	q.Client = client
-	return q, nil
-}
-
-// Start starts fetching and working jobs.
-func (q *Queue) Start(ctx context.Context) error {
-	if q.triage == nil {
-		return errors.New("jobs: a queue without a provider cannot work jobs")
-	}
-	events, cancel := q.Client.SubscribeConfig(&river.SubscribeConfig{ChanSize: 10_000, Kinds: []river.EventKind{
-		river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled, river.EventKindJobSnoozed}})
-	q.stopEvents, q.eventsDone = cancel, make(chan struct{})
-	go func() {
-		defer close(q.eventsDone)
-		for e := range events {
-			q.observe(e)
-		}
-	}()
-	if err := q.Client.Start(ctx); err != nil {
-		cancel()
-		return err
-	}
-	dispatchCtx, stopDispatch := context.WithCancel(ctx)
-	q.stopDispatch, q.dispatchDone = stopDispatch, make(chan struct{})
-	go func() {
-		defer close(q.dispatchDone)
-		q.runWebhookDispatcher(dispatchCtx)
-	}()
-	return nil
-}
-
-// Stop stops fetching new jobs and waits for running ones until ctx ends;
-// then it cancels what still runs, and River makes those jobs available
-// again without spending their attempt.
-func (q *Queue) Stop(ctx context.Context) error {
-	defer q.endEvents()
-	if q.stopDispatch != nil {
-		q.stopDispatch()
-		<-q.dispatchDone
-	}
-	err := q.Client.Stop(ctx)
-	if err == nil {
-		return nil
-	}
-	q.config.Logger.Warn("grace period over; cancelling running jobs", slog.Any("error", err))
-	cancelCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := q.Client.StopAndCancel(cancelCtx); err != nil {
-		return fmt.Errorf("stop queue: %w", err)
-	}
-	return nil
+	return &Queue{Client: client, pool: pool, config: config}, nil
 }
 
 // EnqueueTriageTx inserts a triage job for the ticket in the caller's
-// transaction; desk calls it.
-func (q *Queue) EnqueueTriageTx(ctx context.Context, tx pgx.Tx, ticketID string) (int64, error) {
-	res, err := q.Client.InsertTx(ctx, tx, TriageArgs{TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts, Queue: QueueTriage})
+// transaction.
+func (q *Queue) EnqueueTriageTx(ctx context.Context, tx *store.Tx, ticketID string) (int64, error) {
+	return q.insert(ctx, tx, TriageArgs{TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts, Queue: QueueTriage})
+}
+
+// EnqueueEmailTx inserts the job that delivers an outbound message, in the
+// caller's transaction. When no mail goes out nothing would send it:
+// desk.ErrNoRelay.
+func (q *Queue) EnqueueEmailTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error) {
+	if !q.config.Mail {
+		return 0, desk.ErrNoRelay
+	}
+	return q.insert(ctx, tx, EmailArgs{MessageID: messageID, TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
+}
+
+// EnqueueNotifyTx inserts the job that delivers a stored mail to an agent,
+// in the caller's transaction; desk.ErrNoRelay when no mail goes out.
+func (q *Queue) EnqueueNotifyTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error) {
+	if !q.config.Mail {
+		return 0, desk.ErrNoRelay
+	}
+	return q.insert(ctx, tx, NotifyArgs{MessageID: messageID, TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
+}
+
+func (q *Queue) insert(ctx context.Context, tx *store.Tx, args river.JobArgs, opts *river.InsertOpts) (int64, error) {
+	pgxTx, err := tx.Pgx(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("enqueue triage of %s: %w", ticketID, err)
+		return 0, err
+	}
+	res, err := q.Client.InsertTx(ctx, pgxTx, args, opts)
+	if err != nil {
+		return 0, fmt.Errorf("enqueue %s: %w", args.Kind(), err)
 	}
 	return res.Job.ID, nil
 }
 
-// EnqueueEmailTx inserts the job that delivers an outbound message, in the
-// caller's transaction; desk calls it. Without a relay nothing would send
-// it: desk.ErrNoRelay.
-func (q *Queue) EnqueueEmailTx(ctx context.Context, tx pgx.Tx, messageID int64, ticketID string) (int64, error) {
-	if q.config.Relay == nil && !q.config.InsertOnly {
-		return 0, desk.ErrNoRelay
+// ProviderState returns the shared state of the queue's provider: its
+// breaker and its pace.
+func (q *Queue) ProviderState(ctx context.Context) (*store.Provider, error) {
+	if q.config.Provider == nil {
+		return nil, fmt.Errorf("provider: %w", store.ErrNotFound)
 	}
-	res, err := q.Client.InsertTx(ctx, tx, EmailArgs{MessageID: messageID, TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
-	if err != nil {
-		return 0, fmt.Errorf("enqueue email %d: %w", messageID, err)
-	}
-	return res.Job.ID, nil
+	return store.New(q.pool).GetProvider(ctx, q.config.Provider.Name())
 }
+
+// retryBudget is a kind's whole attempt budget, as this process is
+// configured.
+func (q *Queue) retryBudget(kind string, had int) int {
+	switch kind {
+	case TriageArgs{}.Kind():
+		return q.config.TriageMaxAttempts
+	case NotifyArgs{}.Kind(), EmailArgs{}.Kind():
+		return q.config.EmailMaxAttempts
+	}
+	return had
+}
+
+// Interface check: the use cases enqueue with a Queue.
+var _ desk.Enqueuer = (*Queue)(nil)

@@ -4,13 +4,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
-	"helpdesk/jobs/provider/simulator"
+	"helpdesk/provider/simulator"
 	"helpdesk/store"
 )
 
@@ -21,7 +20,7 @@ func triageBacklog(tb testing.TB, b *jobstest.Bundle, q *jobs.Queue, n int) {
 	if _, err := b.Store.InsertCustomer(b.Ctx, &store.InsertCustomerParams{ID: "C-0900", Email: "backlog@example.com", Name: "Backlog"}); err != nil {
 		tb.Fatal(err)
 	}
-	err := pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
+	err := store.Run(b.Ctx, b.Pool, func(tx *store.Tx) error {
 		for range n {
 			if _, _, err := b.Desk(q).OpenTicketTx(b.Ctx, tx, &desk.OpenTicketParams{CustomerID: "C-0900", Subject: "Waiting", Body: "Slow."}); err != nil {
 				return err

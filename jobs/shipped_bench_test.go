@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
-	"helpdesk/jobs/provider"
+	"helpdesk/provider"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // settledCommits reads the database's committed transactions so far,
@@ -37,14 +37,14 @@ func queueTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, n int) {
 	if _, err := bundle.Store.InsertCustomer(bundle.Ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "c1@example.com", Name: "Bench"}); err != nil {
 		b.Fatal(err)
 	}
-	err := pgx.BeginFunc(bundle.Ctx, bundle.Pool, func(tx pgx.Tx) error {
+	err := store.Run(bundle.Ctx, bundle.Pool, func(tx *store.Tx) error {
 		for i := range n {
 			ticket, err := store.New(tx).InsertTicket(bundle.Ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: fmt.Sprintf("Charge %d", i)})
 			if err != nil {
 				return err
 			}
 			if _, err := store.New(tx).InsertMessage(bundle.Ctx, &store.InsertMessageParams{
-				TicketID: ticket.ID, Direction: store.DirectionInbound, Author: "customer:C-0001",
+				TicketID: ticket.ID, Direction: vocab.DirectionInbound, Author: "customer:C-0001",
 				Body: "My card was charged twice for the same invoice; please refund one of them.",
 			}); err != nil {
 				return err
@@ -140,7 +140,8 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 		q := bundle.NewQueue(b)
 		n := max(b.N, 1000)
 		queueTickets(b, bundle, q, n)
-		againstCeiling(b, bundle.Pool, jobs.TriageArgs{}.Kind(), n, q.Start, q.Stop)
+		w := bundle.NewWorkers(b, q)
+		againstCeiling(b, bundle.Pool, jobs.TriageArgs{}.Kind(), n, w.Start, w.Stop)
 	}
 	b.Run("Shipped", func(b *testing.B) { run(b, nil) })
 	// What serve shipped before: 10 workers and River's 100 ms cooldown.

@@ -307,14 +307,8 @@ func (q *Queue) Retry(ctx context.Context, id int64) (Status, error) {
 		if _, err := q.Client.JobRetryTx(ctx, tx, id); err != nil {
 			return fmt.Errorf("retry job %d: %w", id, err)
 		}
-		budget := row.MaxAttempts
-		switch row.Kind {
-		case TriageArgs{}.Kind():
-			budget = q.config.TriageMaxAttempts
-		case NotifyArgs{}.Kind():
-			budget = q.config.EmailMaxAttempts
-		case EmailArgs{}.Kind():
-			budget = q.config.EmailMaxAttempts
+		budget := q.retryBudget(row.Kind, row.MaxAttempts)
+		if row.Kind == (EmailArgs{}).Kind() {
 			// A person asks to try again everyone not yet served; those
 			// already served keep their single copy.
 			msgID, err := store.New(tx).OutboundMessageOfJob(ctx, id)

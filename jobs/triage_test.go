@@ -1,35 +1,14 @@
 package jobs_test
 
 import (
-	"net/http"
-	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river"
-
-	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
-	"helpdesk/jobs/provider/simulator"
-	"helpdesk/store"
+	"helpdesk/provider/simulator"
 )
-
-// rescueAndFinish starts worker 2 once the crashed job counts as stuck, so
-// River's rescuer hands it back and worker 2 finishes it.
-func rescueAndFinish(t *testing.T, b *jobstest.Bundle, job *river.Job[jobs.TriageArgs]) jobs.Status {
-	t.Helper()
-	// The timeouts stay long enough for a loaded machine; the rescue comes
-	// just after them.
-	const rescueAfter = 6 * time.Second
-	b.Config.RescueStuckJobsAfter = rescueAfter
-	b.Config.TriageTimeout, b.Config.EmailTimeout = 5*time.Second, 5*time.Second
-	time.Sleep(time.Until(job.AttemptedAt.Add(rescueAfter + 100*time.Millisecond)))
-	q := b.StartQueue(t) // its rescuer runs at start; its scheduler re-queues the job within 5s
-	return jobstest.WaitFor(t, q, job.ID, jobs.StateSucceeded, 30*time.Second)
-}
 
 func TestTriage(t *testing.T) {
 	t.Parallel()
@@ -54,96 +33,6 @@ func TestTriage(t *testing.T) {
 		}
 		if calls := b.Sim.Calls(ticketID); jobstest.TotalCalls(calls) != 3 {
 			t.Errorf("provider calls = %v, want one per step", calls)
-		}
-	})
-
-	t.Run("JobDeliveredTwiceHasOneEffect", func(t *testing.T) {
-		t.Parallel()
-		b := jobstest.Setup(t)
-		ticketID, jobID := b.OpenTicket(t, b.NewQueue(t), "Late parcel", "My parcel is late.")
-
-		// Worker 1 saves classify and draft_reply, then dies before embed.
-		job, err := b.NewQueue(t).SimulateCrash(b.Ctx, jobs.CrashPoint{Task: jobs.TaskDraftReply})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s, _ := b.NewQueue(t).Get(b.Ctx, jobID); s.State != jobs.StateRunning || s.Attempt != 1 {
-			t.Fatalf("after the crash the job is %s at attempt %d, want running at attempt 1", s.State, s.Attempt)
-		}
-
-		s := rescueAndFinish(t, b, job)
-		if s.Attempt != 2 {
-			t.Errorf("worker 2 finished at attempt %d, want 2", s.Attempt)
-		}
-		b.RequireOneResultPerStep(t, ticketID, jobID)
-		if calls := b.Sim.Calls(ticketID); jobstest.TotalCalls(calls) != 3 {
-			t.Errorf("provider calls = %v, want 3: worker 2 skips the saved steps", calls)
-		}
-	})
-
-	t.Run("CrashBetweenCallAndSaveRepeatsOnlyThatCall", func(t *testing.T) {
-		t.Parallel()
-		b := jobstest.Setup(t)
-		ticketID, jobID := b.OpenTicket(t, b.NewQueue(t), "Login fails", "I cannot log in to my account.")
-
-		// Worker 1 gets classify's answer and dies before saving it.
-		job, err := b.NewQueue(t).SimulateCrash(b.Ctx, jobs.CrashPoint{Task: jobs.TaskClassify, BeforeSave: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-
-		rescueAndFinish(t, b, job)
-		b.RequireOneResultPerStep(t, ticketID, jobID)
-		calls := b.Sim.Calls(ticketID)
-		if calls["classify"] != 2 || calls["draft_reply"] != 1 || calls["embed"] != 1 {
-			t.Errorf("provider calls = %v, want classify twice and the others once", calls)
-		}
-	})
-
-	t.Run("CrashAfterTheLastSaveEndsWithoutACallOrASecondEvent", func(t *testing.T) {
-		t.Parallel()
-		b := jobstest.Setup(t)
-		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-		t.Cleanup(hook.Close)
-		if _, err := b.Store.InsertWebhook(b.Ctx, &store.Webhook{URL: hook.URL, Events: []string{desk.EventTicketTriaged},
-			Secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ=", CreatedBy: "agent:alice"}); err != nil {
-			t.Fatal(err)
-		}
-		ticketID, jobID := b.OpenTicket(t, b.NewQueue(t), "Refund", "Please refund my last order.")
-
-		// Worker 1 saves all three results and dies before River hears
-		// that the job is done.
-		job, err := b.NewQueue(t).SimulateCrash(b.Ctx, jobs.CrashPoint{Task: jobs.TaskEmbed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.RequireOneResultPerStep(t, ticketID, jobID)
-		if s, _ := b.NewQueue(t).Get(b.Ctx, jobID); s.State != jobs.StateRunning {
-			t.Fatalf("after the crash the job is %s, want running until it is rescued", s.State)
-		}
-		// A second delivery that raced the first to the last step saves
-		// nothing, changes nothing and tells no one.
-		saved, _ := b.Store.GetTicket(b.Ctx, ticketID)
-		if err := b.NewQueue(t).SaveLastStepAgain(b.Ctx, job, []float32{9, 9, 9}); err != nil {
-			t.Fatal(err)
-		}
-		if again, _ := b.Store.GetTicket(b.Ctx, ticketID); !slices.Equal(again.Embedding, saved.Embedding) {
-			t.Errorf("the racing delivery changed the embedding to %v", again.Embedding)
-		}
-
-		if s := rescueAndFinish(t, b, job); s.Attempt != 2 {
-			t.Errorf("worker 2 finished at attempt %d, want 2", s.Attempt)
-		}
-		b.RequireOneResultPerStep(t, ticketID, jobID)
-		if calls := b.Sim.Calls(ticketID); jobstest.TotalCalls(calls) != 3 {
-			t.Errorf("provider calls = %v, want 3: worker 2 has nothing left to call", calls)
-		}
-		var events int
-		if err := b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM webhook_events WHERE type = $1`, desk.EventTicketTriaged).Scan(&events); err != nil {
-			t.Fatal(err)
-		}
-		if events != 1 {
-			t.Errorf("%d %s events, want 1", events, desk.EventTicketTriaged)
 		}
 	})
 

@@ -21,7 +21,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"helpdesk/jobs/provider"
+	"helpdesk/backoff"
+	"helpdesk/provider"
 	"helpdesk/store"
 )
 
@@ -46,13 +47,13 @@ type WebhookWorker struct {
 	river.WorkerDefaults[WebhookArgs]
 	pool    *pgxpool.Pool
 	client  *http.Client
-	backoff Backoff
+	backoff backoff.Backoff
 	timeout time.Duration
 }
 
 // NextRetry spaces the attempts of a delivery that failed.
 func (w *WebhookWorker) NextRetry(job *river.Job[WebhookArgs]) time.Time {
-	return w.backoff.NextRetry(job.JobRow)
+	return w.backoff.After(job.Attempt)
 }
 
 // Timeout bounds one attempt.
@@ -151,9 +152,9 @@ func SignWebhook(secret, id string, timestamp int64, body []byte) (string, error
 // dispatchWebhooks turns recorded events into delivery jobs, one per
 // subscribed endpoint, in the transaction that marks them dispatched, so
 // that an event is queued once however many processes dispatch.
-func (q *Queue) dispatchWebhooks(ctx context.Context) (int, error) {
+func (w *Workers) dispatchWebhooks(ctx context.Context) (int, error) {
 	n := 0
-	err := pgx.BeginFunc(ctx, q.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		st := store.New(tx)
 		events, err := st.ClaimWebhookEvents(ctx, 100)
 		if err != nil || len(events) == 0 {
@@ -168,7 +169,7 @@ func (q *Queue) dispatchWebhooks(ctx context.Context) (int, error) {
 			for _, h := range hooks {
 				if slices.Contains(h.Events, e.Type) {
 					params = append(params, river.InsertManyParams{Args: WebhookArgs{EventID: e.ID, WebhookID: h.ID},
-						InsertOpts: &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: q.config.WebhookMaxAttempts}})
+						InsertOpts: &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: w.config.WebhookMaxAttempts}})
 				}
 			}
 		}
@@ -176,7 +177,7 @@ func (q *Queue) dispatchWebhooks(ctx context.Context) (int, error) {
 		if len(params) == 0 {
 			return nil
 		}
-		_, err = q.Client.InsertManyTx(ctx, tx, params)
+		_, err = w.queue.Client.InsertManyTx(ctx, tx, params)
 		return err
 	})
 	return n, err
@@ -184,13 +185,13 @@ func (q *Queue) dispatchWebhooks(ctx context.Context) (int, error) {
 
 // runWebhookDispatcher dispatches events every poll interval until ctx
 // ends, at once again while a batch was full.
-func (q *Queue) runWebhookDispatcher(ctx context.Context) {
-	t := time.NewTicker(q.config.WebhookPoll)
+func (w *Workers) runWebhookDispatcher(ctx context.Context) {
+	t := time.NewTicker(w.config.WebhookPoll)
 	defer t.Stop()
 	for {
-		n, err := q.dispatchWebhooks(ctx)
+		n, err := w.dispatchWebhooks(ctx)
 		if err != nil && ctx.Err() == nil {
-			q.config.Logger.WarnContext(ctx, "webhooks: could not dispatch events", slog.Any("error", err))
+			w.config.Logger.WarnContext(ctx, "webhooks: could not dispatch events", slog.Any("error", err))
 		}
 		if n == 100 {
 			continue

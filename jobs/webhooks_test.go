@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"helpdesk/backoff"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/store"
@@ -44,7 +43,7 @@ func TestWebhookDeliveries(t *testing.T) {
 	deliver := func(t *testing.T, want string, statuses ...int) (jobs.Status, int) {
 		b := jobstest.Setup(t)
 		b.Config.WebhookPoll = 20 * time.Millisecond
-		b.Config.WebhookBackoff = jobs.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
+		b.Config.WebhookBackoff = backoff.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
 		endpoint := &scriptedEndpoint{statuses: statuses}
 		srv := httptest.NewServer(endpoint)
 		t.Cleanup(srv.Close)
@@ -53,7 +52,7 @@ func TestWebhookDeliveries(t *testing.T) {
 			t.Fatal(err)
 		}
 		q := b.StartQueue(t)
-		if err := pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
+		if err := store.Run(b.Ctx, b.Pool, func(tx *store.Tx) error {
 			return store.New(tx).InsertWebhookEvent(b.Ctx, "ticket.created", map[string]string{"ticket_id": "T-500001"})
 		}); err != nil {
 			t.Fatal(err)

@@ -12,23 +12,15 @@ import (
 // unless address had max of them within the window; it reports whether it
 // did. Claims for one address wait for each other until the caller's
 // transaction ends, so two new tickets at once cannot both pass the count.
-func (s *Store) ClaimAcknowledgement(ctx context.Context, address, ticketID string, max int, window time.Duration) (bool, error) {
-	// The lock is a statement of its own: the count that follows must see
-	// (in its own snapshot) what the claim before it committed.
-	if _, err := s.db.Exec(ctx, lockAcknowledgementsSQL, address); err != nil {
-		return false, fmt.Errorf("acknowledgement to %s: %w", address, err)
-	}
-	var claimed bool
-	err := s.db.QueryRow(ctx, claimAcknowledgementSQL, address, ticketID, max, window).Scan(&claimed)
-	if err != nil {
-		return false, fmt.Errorf("acknowledgement to %s: %w", address, interpretError(err))
-	}
-	return claimed, nil
+func (s *Store) ClaimAcknowledgement(ctx context.Context, address, ticketID string, max int, window time.Duration) (claimed bool, err error) {
+	err = exec(ctx, s, func(b *Batch) { b.ClaimAcknowledgement(address, ticketID, max, window, &claimed) })
+	return claimed, err
 }
 
 // ClaimAcknowledgement queues ClaimAcknowledgement; claimed gets its
-// answer. Pipelined, the lock is still a statement of its own, run and
-// waited for before the count's snapshot is taken.
+// answer. The lock is a statement of its own, run and waited for before
+// the count's snapshot is taken, so the count sees (in its own snapshot)
+// what the claim before it committed.
 func (b *Batch) ClaimAcknowledgement(address, ticketID string, max int, window time.Duration, claimed *bool) {
 	b.b.Queue(lockAcknowledgementsSQL, address)
 	b.b.Queue(claimAcknowledgementSQL, address, ticketID, max, window).QueryRow(func(row pgx.Row) error {

@@ -67,11 +67,11 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 
 // GetAgent returns the agent with the given name, or ErrNotFound.
 func (s *Store) GetAgent(ctx context.Context, name string) (*Agent, error) {
-	a, err := scanAgent(s.db.QueryRow(ctx, getAgentSQL, name))
-	if err != nil {
-		return nil, fmt.Errorf("get agent %s: %w", name, err)
+	a, err := optional(ctx, s, func(b *Batch, into **Agent) { b.GetAgent(name, into) })
+	if err == nil && a == nil {
+		err = fmt.Errorf("get agent %s: %w", name, ErrNotFound)
 	}
-	return a, nil
+	return a, err
 }
 
 // GetAgent queues GetAgent; into gets the agent, or nil if none.
@@ -132,15 +132,11 @@ func (s *Store) DisableAgent(ctx context.Context, name string) error {
 
 // Teams returns the teams that exist: those of active agents.
 func (s *Store) Teams(ctx context.Context) ([]string, error) {
-	rows, err := s.db.Query(ctx, teamsSQL)
+	teams, err := one(ctx, s, func(b *Batch, into *[]string) { b.Teams(into) })
 	if err != nil {
-		return nil, fmt.Errorf("teams: %w", err)
+		return nil, err
 	}
-	teams, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("teams: %w", err)
-	}
-	return teams, nil
+	return *teams, nil
 }
 
 // Teams queues Teams; into gets the teams.

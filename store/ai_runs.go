@@ -40,11 +40,10 @@ const aiRunColumns = `id, job_id, ticket_id, task, output, model, latency_ms, pr
 // InsertAIRun saves a step's result unless the job has one for that step
 // already; inserted is false then, and the caller must not apply it again.
 func (s *Store) InsertAIRun(ctx context.Context, p *InsertAIRunParams) (inserted bool, err error) {
-	tag, err := s.db.Exec(ctx, insertAIRunSQL, insertAIRunArgs(p)...)
-	if err != nil {
-		return false, fmt.Errorf("insert %s result of job %d: %w", p.Task, p.JobID, interpretError(err))
+	if err := exec(ctx, s, func(b *Batch) { b.InsertAIRun(p, &inserted) }); err != nil {
+		return false, fmt.Errorf("insert %s result of job %d: %w", p.Task, p.JobID, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return inserted, nil
 }
 
 // InsertAIRun queues InsertAIRun; inserted gets its answer.
@@ -65,15 +64,11 @@ func insertAIRunArgs(p *InsertAIRunParams) []any {
 
 // AIRunTasks returns the steps that a job has results for.
 func (s *Store) AIRunTasks(ctx context.Context, jobID int64) ([]string, error) {
-	rows, err := s.db.Query(ctx, aiRunTasksSQL, jobID)
+	tasks, err := one(ctx, s, func(b *Batch, into *[]string) { b.AIRunTasks(jobID, into) })
 	if err != nil {
-		return nil, fmt.Errorf("list results of job %d: %w", jobID, err)
+		return nil, err
 	}
-	tasks, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("list results of job %d: %w", jobID, err)
-	}
-	return tasks, nil
+	return *tasks, nil
 }
 
 // AIRunTasks queues AIRunTasks; into gets the steps.

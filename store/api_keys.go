@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"helpdesk/vocab"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -10,15 +11,15 @@ import (
 
 // APIKey is what is kept of a key: never the key itself.
 type APIKey struct {
-	ID         int64      `json:"id"`
-	Actor      string     `json:"actor"`
-	CreatedAt  time.Time  `json:"created_at"`
-	LastUsedAt *time.Time `json:"last_used_at"`
-	RevokedAt  *time.Time `json:"revoked_at"`
+	ID         int64       `json:"id"`
+	Actor      vocab.Actor `json:"actor"`
+	CreatedAt  time.Time   `json:"created_at"`
+	LastUsedAt *time.Time  `json:"last_used_at"`
+	RevokedAt  *time.Time  `json:"revoked_at"`
 }
 
 // InsertAPIKey stores the SHA-256 of a new key for the actor.
-func (s *Store) InsertAPIKey(ctx context.Context, actor string, keySHA256 []byte) error {
+func (s *Store) InsertAPIKey(ctx context.Context, actor vocab.Actor, keySHA256 []byte) error {
 	if _, err := s.db.Exec(ctx, `INSERT INTO api_keys (actor, key_sha256) VALUES ($1, $2)`, actor, keySHA256); err != nil {
 		return fmt.Errorf("insert api key for %s: %w", actor, interpretError(err))
 	}
@@ -28,8 +29,8 @@ func (s *Store) InsertAPIKey(ctx context.Context, actor string, keySHA256 []byte
 // APIKeyActor returns the actor of the key with this SHA-256, or
 // ErrNotFound when there is no such key, it was revoked, or its agent is
 // disabled. It records when the key was last used, at most once a minute.
-func (s *Store) APIKeyActor(ctx context.Context, keySHA256 []byte) (string, error) {
-	var actor string
+func (s *Store) APIKeyActor(ctx context.Context, keySHA256 []byte) (vocab.Actor, error) {
+	var actor vocab.Actor
 	err := s.db.QueryRow(ctx, `WITH k AS (
 			SELECT id, actor FROM api_keys
 			WHERE key_sha256 = $1 AND revoked_at IS NULL
@@ -46,7 +47,7 @@ func (s *Store) APIKeyActor(ctx context.Context, keySHA256 []byte) (string, erro
 }
 
 // ListAPIKeys returns the keys, of one actor when actor is set, by id.
-func (s *Store) ListAPIKeys(ctx context.Context, actor string) ([]*APIKey, error) {
+func (s *Store) ListAPIKeys(ctx context.Context, actor vocab.Actor) ([]*APIKey, error) {
 	rows, err := s.db.Query(ctx, `SELECT id, actor, created_at, last_used_at, revoked_at FROM api_keys
 		WHERE $1 = '' OR actor = $1 ORDER BY id`, actor)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"helpdesk/vocab"
 )
 
 // Attachment is what is known of one attachment; its bytes are read apart.
@@ -22,7 +24,7 @@ type Attachment struct {
 	Note        *string   `json:"note,omitempty"` // why its content was not kept
 	CreatedAt   time.Time `json:"created_at"`
 	// MessageDirection is its message's, where TicketAttachment reads it.
-	MessageDirection string `json:"-"`
+	MessageDirection vocab.Direction `json:"-"`
 }
 
 // NewAttachment is an attachment to store. Content nil keeps only its
@@ -52,13 +54,11 @@ func scanAttachment(row pgx.Row) (*Attachment, error) {
 // messageID nil) one agent's uploads, in one round trip. Equal contents
 // are stored once.
 func (s *Store) InsertAttachments(ctx context.Context, messageID *int64, list []*NewAttachment) ([]*Attachment, error) {
-	var b Batch
-	var out []*Attachment
-	b.InsertAttachments(messageID, list, &out)
-	if err := s.Send(ctx, &b); err != nil {
+	out, err := one(ctx, s, func(b *Batch, into *[]*Attachment) { b.InsertAttachments(messageID, list, into) })
+	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return *out, nil
 }
 
 // InsertAttachments queues InsertAttachments; into gets them, in order.
@@ -134,11 +134,11 @@ type AttachmentFile struct {
 // MessageAttachmentFiles returns the attachments of a message whose
 // content is kept, with their bytes, in order.
 func (s *Store) MessageAttachmentFiles(ctx context.Context, messageID int64) ([]*AttachmentFile, error) {
-	rows, err := s.db.Query(ctx, messageAttachmentFilesSQL, messageID)
+	files, err := one(ctx, s, func(b *Batch, into *[]*AttachmentFile) { b.MessageAttachmentFiles(messageID, into) })
 	if err != nil {
-		return nil, fmt.Errorf("attachments of message %d: %w", messageID, err)
+		return nil, err
 	}
-	return scanAttachmentFiles(rows, messageID)
+	return *files, nil
 }
 
 // MessageAttachmentFiles queues MessageAttachmentFiles; into gets the files.

@@ -7,6 +7,7 @@ import (
 
 	"helpdesk/store"
 	"helpdesk/store/storetest"
+	"helpdesk/vocab"
 )
 
 func TestPruneAttachments(t *testing.T) {
@@ -20,7 +21,7 @@ func TestPruneAttachments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: store.DirectionInbound, Author: "x", Body: "…",
+	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionInbound, Author: "x", Body: "…",
 		Attachments: []*store.NewAttachment{{Filename: "kept.pdf", ContentType: "application/pdf", Size: 4, Content: []byte("kept")}}})
 	if err != nil {
 		t.Fatal(err)

@@ -6,16 +6,24 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Batch gathers statements, each table's queued by the method in that
 // table's file, to send in one round trip: pgx pipelines them, they run in
-// order, and the first error stops the rest. The intake writes a ticket,
-// its first message, its events and the request's answer this way.
+// order, and the first error stops the rest. Each query is defined once,
+// as a Batch method; the Store method of the same name, where there is
+// one, sends a batch of that query alone (one, exec).
 type Batch struct {
 	b   pgx.Batch
 	err error // a statement that could not be queued; Send returns it
+}
+
+// Add queues other's statements after b's.
+func (b *Batch) Add(other *Batch) {
+	if other.err != nil {
+		b.fail(other.err)
+	}
+	b.b.QueuedQueries = append(b.b.QueuedQueries, other.b.QueuedQueries...)
 }
 
 // fail records why a statement could not be queued; the first reason wins.
@@ -30,6 +38,9 @@ func (b *Batch) fail(err error) {
 // error is returned. Outside a transaction the statements are one
 // implicit transaction: all of them or none; inside one, an error aborts it.
 func (s *Store) Send(ctx context.Context, b *Batch) error {
+	if tx, ok := s.db.(*Tx); ok {
+		return tx.send(ctx, b, false)
+	}
 	if b.err != nil {
 		return b.err
 	}
@@ -95,37 +106,32 @@ func queueOptionalRow[T any](b *Batch, what string, subject any, scan func(pgx.R
 // batch knows only when the message was numbered first (NextMessageID).
 var errBatchedAttachments = errors.New("store: a batched message with attachments needs its number from NextMessageID")
 
-// BeginBatch returns a batch whose first statement begins a transaction:
-// InTx sends it, so the transaction's first statements cost no round trip
-// of their own.
-func BeginBatch() *Batch {
-	b := &Batch{}
-	b.b.BeginTx(pgx.TxOptions{})
-	return b
+// one is the direct form of a batch method that reads into a value: a
+// batch of that query alone, sent now.
+func one[T any](ctx context.Context, s *Store, queue func(b *Batch, into *T)) (*T, error) {
+	var b Batch
+	v := new(T)
+	queue(&b, v)
+	if err := s.Send(ctx, &b); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
-// InTx begins a transaction on pool with first (from BeginBatch) and its
-// statements, runs fn in it, and commits; an error from either rolls it
-// back and is returned.
-func InTx(ctx context.Context, pool *pgxpool.Pool, first *Batch, fn func(tx pgx.Tx) error) error {
-	if first.err != nil {
-		return first.err
+// optional is one for a batch method whose row may not be there.
+func optional[T any](ctx context.Context, s *Store, queue func(b *Batch, into **T)) (*T, error) {
+	var b Batch
+	var v *T
+	queue(&b, &v)
+	if err := s.Send(ctx, &b); err != nil {
+		return nil, err
 	}
-	br := pool.SendBatch(ctx, &first.b)
-	tx := br.Tx()
-	if tx == nil {
-		err := br.Close()
-		if err == nil {
-			err = errors.New("store: InTx needs a batch from BeginBatch")
-		}
-		return err
-	}
-	defer func() { _ = tx.Rollback(ctx) }() // nothing after Commit
-	if err := br.Close(); err != nil {
-		return batchError(err)
-	}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return v, nil
+}
+
+// exec is the direct form of a batch method that writes.
+func exec(ctx context.Context, s *Store, queue func(b *Batch)) error {
+	var b Batch
+	queue(&b)
+	return s.Send(ctx, &b)
 }

@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"helpdesk/store"
 	"helpdesk/store/storetest"
+	"helpdesk/vocab"
 )
 
 func TestBatch(t *testing.T) {
@@ -33,23 +32,26 @@ func TestBatch(t *testing.T) {
 			ticketID  string
 			messageID int64
 			now       time.Time
-			claimed   bool
+			claim     store.Claim
 			ticket    store.Ticket
 			message   store.Message
 		)
-		first := store.BeginBatch()
-		first.ClaimIdempotencyKey("customer:C-0001", "k1", []byte("fp"), time.Hour, &claimed)
-		first.NextTicketID(&ticketID, &now)
-		first.NextMessageID(&messageID)
-		err := store.InTx(ctx, pool, first, func(tx pgx.Tx) error {
-			if !claimed || ticketID == "" || messageID == 0 {
-				t.Errorf("after the first batch: claimed %v, ticket %q, message %d", claimed, ticketID, messageID)
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			var first store.Batch
+			first.ClaimIdempotencyKey("customer:C-0001", "k1", []byte("fp"), time.Hour, &claim)
+			first.NextTicketID(&ticketID, &now)
+			first.NextMessageID(&messageID)
+			if err := tx.Store().Send(ctx, &first); err != nil {
+				return err
+			}
+			if !claim.Claimed || ticketID == "" || messageID == 0 {
+				t.Errorf("after the first batch: claimed %v, ticket %q, message %d", claim.Claimed, ticketID, messageID)
 			}
 			var b store.Batch
 			b.InsertTicket(&store.InsertTicketParams{ID: ticketID, CustomerID: "C-0001", Subject: "Hello"}, &ticket)
-			b.InsertMessage(&store.InsertMessageParams{ID: messageID, TicketID: ticketID, Direction: store.DirectionInbound, Author: "customer:C-0001", Body: "Hi"}, &message)
+			b.InsertMessage(&store.InsertMessageParams{ID: messageID, TicketID: ticketID, Direction: vocab.DirectionInbound, Author: "customer:C-0001", Body: "Hi"}, &message)
 			b.SaveIdempotentResponse("customer:C-0001", "k1", 202, []byte(`{}`))
-			return store.New(tx).Send(ctx, &b)
+			return tx.Store().Send(ctx, &b)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -59,7 +61,7 @@ func TestBatch(t *testing.T) {
 				ticket.ID, ticket.CreatedAt, message.ID, message.TicketID, ticketID, now, messageID)
 		}
 		// A message numbered by the database afterwards does not collide.
-		next, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticketID, Direction: store.DirectionNote, Author: "agent:alice", Body: "n"})
+		next, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticketID, Direction: vocab.DirectionNote, Author: "agent:alice", Body: "n"})
 		if err != nil || next.ID <= messageID {
 			t.Errorf("next message %v (%v), want an id after %d", next, err, messageID)
 		}
@@ -71,15 +73,16 @@ func TestBatch(t *testing.T) {
 
 	t.Run("AnErrorInTheLastBatchRollsEverythingBack", func(t *testing.T) {
 		tickets, keys := count(t, "tickets"), count(t, "idempotency_keys")
-		var claimed bool
+		var claim store.Claim
 		var ticket store.Ticket
-		first := store.BeginBatch()
-		first.ClaimIdempotencyKey("customer:C-0001", "k2", []byte("fp"), time.Hour, &claimed)
-		err := store.InTx(ctx, pool, first, func(tx pgx.Tx) error {
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			tx.Later(func(b *store.Batch) {
+				b.ClaimIdempotencyKey("customer:C-0001", "k2", []byte("fp"), time.Hour, &claim)
+			})
 			var b store.Batch
 			b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Kept?"}, &ticket)
 			b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-9999", Subject: "Nobody's"}, &ticket)
-			return store.New(tx).Send(ctx, &b)
+			return tx.Store().Send(ctx, &b)
 		})
 		if !errors.Is(err, store.ErrUnknownCustomer) || !errors.Is(err, store.ErrConflict) {
 			t.Errorf("err = %v, want ErrUnknownCustomer, an ErrConflict", err)
@@ -106,9 +109,15 @@ func TestBatch(t *testing.T) {
 	t.Run("AFailureInTheFirstBatchRunsNothing", func(t *testing.T) {
 		var ran bool
 		var ticket store.Ticket
-		first := store.BeginBatch()
-		first.InsertTicket(&store.InsertTicketParams{CustomerID: "C-9999", Subject: "Nobody's"}, &ticket)
-		err := store.InTx(ctx, pool, first, func(pgx.Tx) error { ran = true; return nil })
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			var first store.Batch
+			first.InsertTicket(&store.InsertTicketParams{CustomerID: "C-9999", Subject: "Nobody's"}, &ticket)
+			if err := tx.Store().Send(ctx, &first); err != nil {
+				return err
+			}
+			ran = true
+			return nil
+		})
 		if !errors.Is(err, store.ErrUnknownCustomer) || ran {
 			t.Errorf("err = %v, ran = %v; want ErrUnknownCustomer and nothing run", err, ran)
 		}
@@ -118,7 +127,7 @@ func TestBatch(t *testing.T) {
 		files := []*store.NewAttachment{{Filename: "a.txt", ContentType: "text/plain", Size: 1, Content: []byte("a")}}
 		var b store.Batch
 		var m store.Message
-		b.InsertMessage(&store.InsertMessageParams{TicketID: "T-1", Direction: store.DirectionInbound, Author: "x", Body: "b",
+		b.InsertMessage(&store.InsertMessageParams{TicketID: "T-1", Direction: vocab.DirectionInbound, Author: "x", Body: "b",
 			Attachments: files}, &m)
 		if err := st.Send(ctx, &b); err == nil {
 			t.Error("a batched message with attachments and no number was sent; its attachments would name no message")
@@ -135,7 +144,7 @@ func TestBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		b = store.Batch{}
-		b.InsertMessage(&store.InsertMessageParams{ID: id, TicketID: ticket.ID, Direction: store.DirectionInbound, Author: "x", Body: "b",
+		b.InsertMessage(&store.InsertMessageParams{ID: id, TicketID: ticket.ID, Direction: vocab.DirectionInbound, Author: "x", Body: "b",
 			Attachments: files}, &m)
 		if err := st.Send(ctx, &b); err != nil {
 			t.Fatal(err)
@@ -151,7 +160,7 @@ func TestBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: store.DirectionOutbound, Author: "agent:alice", Body: "Hi"})
+		msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionOutbound, Author: "agent:alice", Body: "Hi"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,12 +192,6 @@ func TestBatch(t *testing.T) {
 		}
 		if mark("down.example.com:587") || attempts() != 1 {
 			t.Errorf("on a paused relay: attempts %d, want nothing marked (EnterRelay decides first)", attempts())
-		}
-	})
-
-	t.Run("InTxNeedsABeginBatch", func(t *testing.T) {
-		if err := store.InTx(ctx, pool, &store.Batch{}, func(pgx.Tx) error { return nil }); err == nil {
-			t.Error("InTx ran without a transaction")
 		}
 	})
 }

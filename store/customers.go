@@ -46,11 +46,12 @@ func (s *Store) InsertCustomer(ctx context.Context, p *InsertCustomerParams) (*C
 
 // GetCustomer returns the customer with the given id, or ErrNotFound.
 func (s *Store) GetCustomer(ctx context.Context, id string) (*Customer, error) {
-	c, err := scanCustomer(s.db.QueryRow(ctx, `SELECT `+customerColumns+` FROM customers WHERE id = $1`, id))
-	if err != nil {
-		return nil, fmt.Errorf("get customer %s: %w", id, err)
-	}
-	return c, nil
+	return one(ctx, s, func(b *Batch, c *Customer) { b.GetCustomer(id, c) })
+}
+
+// GetCustomer queues GetCustomer; into gets the customer.
+func (b *Batch) GetCustomer(id string, into *Customer) {
+	queueRow(b, "get customer", id, scanCustomer, into, `SELECT `+customerColumns+` FROM customers WHERE id = $1`, id)
 }
 
 // CustomerOfTicket queues the read of the customer who opened the

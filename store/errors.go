@@ -43,6 +43,19 @@ func Unavailable(err error) bool {
 	return errors.As(err, &connectErr) || errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
+// BadContent tells an error that PostgreSQL raised about the data itself
+// (class 22, data exception: a NUL, invalid UTF-8, a value out of range;
+// class 23 other than a unique key, which a retry resolves) from a fault
+// of the database or the machine, which may pass.
+func BadContent(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return false
+	}
+	class := pgErr.Code[:2]
+	return class == "22" || (class == "23" && pgErr.Code != "23505")
+}
+
 // constraintError keeps the driver's message and the constraint's name while
 // matching ErrConflict.
 type constraintError struct {

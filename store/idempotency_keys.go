@@ -32,17 +32,23 @@ func (k *IdempotencyKey) Matches(fingerprint []byte) bool {
 // transaction ends, so it then sees the first answer. A key older than
 // retention is taken over as if new.
 func (s *Store) ClaimIdempotencyKey(ctx context.Context, actor, key string, fingerprint []byte, retention time.Duration) (claimed bool, err error) {
-	tag, err := s.db.Exec(ctx, claimIdempotencyKeySQL, actor, key, fingerprint, retention)
-	if err != nil {
-		return false, fmt.Errorf("claim idempotency key: %w", interpretError(err))
+	var c Claim
+	if err := exec(ctx, s, func(b *Batch) { b.ClaimIdempotencyKey(actor, key, fingerprint, retention, &c) }); err != nil {
+		return false, fmt.Errorf("claim idempotency key: %w", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return c.Claimed, nil
 }
 
-// ClaimIdempotencyKey queues ClaimIdempotencyKey; claimed gets its answer.
-func (b *Batch) ClaimIdempotencyKey(actor, key string, fingerprint []byte, retention time.Duration, claimed *bool) {
+// Claim is the answer of a queued ClaimIdempotencyKey.
+type Claim struct {
+	Sent    bool // the claim went to the database
+	Claimed bool // and took the key: the request is the first
+}
+
+// ClaimIdempotencyKey queues ClaimIdempotencyKey; c gets its answer.
+func (b *Batch) ClaimIdempotencyKey(actor, key string, fingerprint []byte, retention time.Duration, c *Claim) {
 	b.b.Queue(claimIdempotencyKeySQL, actor, key, fingerprint, retention).Exec(func(tag pgconn.CommandTag) error {
-		*claimed = tag.RowsAffected() == 1
+		c.Sent, c.Claimed = true, tag.RowsAffected() == 1
 		return nil
 	})
 }
@@ -71,8 +77,8 @@ func (s *Store) GetIdempotencyKey(ctx context.Context, actor, key string, retent
 
 // SaveIdempotentResponse records the answer of the request that claimed the key.
 func (s *Store) SaveIdempotentResponse(ctx context.Context, actor, key string, status int, response []byte) error {
-	if _, err := s.db.Exec(ctx, saveIdempotentResponseSQL, actor, key, status, response); err != nil {
-		return fmt.Errorf("save idempotent response: %w", interpretError(err))
+	if err := exec(ctx, s, func(b *Batch) { b.SaveIdempotentResponse(actor, key, status, response) }); err != nil {
+		return fmt.Errorf("save idempotent response: %w", err)
 	}
 	return nil
 }

@@ -10,44 +10,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"helpdesk/vocab"
 )
-
-// Message directions.
-const (
-	DirectionInbound  = "inbound"  // from the customer
-	DirectionOutbound = "outbound" // an agent's reply to the customer
-	DirectionNote     = "note"     // internal, never sent
-	// The agent side: the service's mail to agents about the ticket, and
-	// an agent's mail as it came in. Never shown to the customer, never in
-	// the customer's thread.
-	DirectionNotification = "notification"
-	DirectionAgentEmail   = "agent_email"
-	// The service's acknowledgement of a new ticket, mail to the customer.
-	DirectionAcknowledgement = "acknowledgement"
-)
-
-// Public reports whether the customer sees messages of this direction:
-// their own and the agents' replies.
-func Public(direction string) bool {
-	return direction == DirectionInbound || direction == DirectionOutbound || direction == DirectionAcknowledgement
-}
-
-// ToCustomer reports whether messages of this direction are mail to the
-// customer: an agent's reply or the acknowledgement of a new ticket.
-func ToCustomer(direction string) bool {
-	return direction == DirectionOutbound || direction == DirectionAcknowledgement
-}
-
-// AuthorSystem writes the notes that the service itself adds to a ticket,
-// such as "this reply is delayed".
-const AuthorSystem = "system"
 
 // Message is one entry of a ticket's conversation.
 type Message struct {
 	ID             int64
 	TicketID       string
-	Direction      string
-	Author         string
+	Direction      vocab.Direction
+	Author         vocab.Actor
 	Body           string
 	EmailMessageID *string // the RFC 5322 Message-ID, when the message is or was an email
 	CreatedAt      time.Time
@@ -57,8 +29,8 @@ type Message struct {
 type InsertMessageParams struct {
 	ID             int64 // from NextMessageID, or 0 to number it now
 	TicketID       string
-	Direction      string
-	Author         string
+	Direction      vocab.Direction
+	Author         vocab.Actor
 	Body           string
 	EmailMessageID *string
 	Attachments    []*NewAttachment // the email's files and inline images
@@ -76,22 +48,20 @@ func scanMessage(row pgx.Row) (*Message, error) {
 	return &m, nil
 }
 
-// InsertMessage adds a message to a ticket; a Message-ID already stored is ErrConflict.
+// InsertMessage adds a message to a ticket; a Message-ID already stored
+// is ErrConflict. A message with attachments is numbered first, in a round
+// trip of its own, unless it brings its number.
 func (s *Store) InsertMessage(ctx context.Context, p *InsertMessageParams) (*Message, error) {
-	args, err := insertMessageArgs(p)
-	if err != nil {
-		return nil, err
-	}
-	m, err := scanMessage(s.db.QueryRow(ctx, insertMessageSQL, args...))
-	if err != nil {
-		return nil, fmt.Errorf("insert message on %s: %w", p.TicketID, err)
-	}
-	if len(p.Attachments) > 0 {
-		if _, err := s.InsertAttachments(ctx, &m.ID, p.Attachments); err != nil {
-			return nil, fmt.Errorf("insert message on %s: %w", p.TicketID, err)
+	if len(p.Attachments) > 0 && p.ID == 0 {
+		numbered := *p
+		id, err := one(ctx, s, func(b *Batch, id *int64) { b.NextMessageID(id) })
+		if err != nil {
+			return nil, err
 		}
+		numbered.ID = *id
+		p = &numbered
 	}
-	return m, nil
+	return one(ctx, s, func(b *Batch, m *Message) { b.InsertMessage(p, m) })
 }
 
 // InsertMessage queues InsertMessage; into gets the message. A message
@@ -178,21 +148,28 @@ func gzipBytes(b []byte) ([]byte, error) {
 // NotificationIDs returns the Message-IDs of the ticket's earlier mail to
 // agents, oldest first (the first and the newest 20): the agent-side thread.
 func (s *Store) NotificationIDs(ctx context.Context, ticketID string) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT email_message_id FROM (
+	ids, err := one(ctx, s, func(b *Batch, into *[]string) { b.NotificationIDs(ticketID, into) })
+	if err != nil {
+		return nil, err
+	}
+	return *ids, nil
+}
+
+// NotificationIDs queues NotificationIDs; into gets the ids.
+func (b *Batch) NotificationIDs(ticketID string, into *[]string) {
+	b.texts("notifications of "+ticketID, `SELECT email_message_id FROM (
 			(SELECT email_message_id, created_at, id FROM messages WHERE ticket_id = $1 AND direction = 'notification'
 			 ORDER BY created_at, id LIMIT 1)
 			UNION
 			(SELECT email_message_id, created_at, id FROM messages WHERE ticket_id = $1 AND direction = 'notification'
 			 ORDER BY created_at DESC, id DESC LIMIT 20)) n
-		ORDER BY created_at, id`, ticketID)
-	if err != nil {
-		return nil, fmt.Errorf("notifications of %s: %w", ticketID, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("notifications of %s: %w", ticketID, err)
-	}
-	return ids, nil
+		ORDER BY created_at, id`, into, ticketID)
+}
+
+// Now queues a read of the transaction's time, which is what now() writes
+// into the rows queued after it.
+func (b *Batch) Now(now *time.Time) {
+	b.b.Queue(`SELECT now()`).QueryRow(func(row pgx.Row) error { return row.Scan(now) })
 }
 
 // ListMessages returns a ticket's messages, oldest first.
@@ -231,11 +208,7 @@ const threadWindow = 40
 // stored before the first send, so without that clause a retry, or even the
 // first attempt, would cite the reply as its own ancestor.
 func (s *Store) ReplyThread(ctx context.Context, reply *Message) (*ThreadIDs, error) {
-	rows, err := s.db.Query(ctx, replyThreadSQL, reply.TicketID, reply.ID, reply.CreatedAt, threadWindow)
-	if err != nil {
-		return nil, fmt.Errorf("thread of message %d: %w", reply.ID, err)
-	}
-	return scanThread(rows, reply.ID)
+	return one(ctx, s, func(b *Batch, t *ThreadIDs) { b.ReplyThread(reply, t) })
 }
 
 // ReplyThread queues ReplyThread; into gets the thread.
@@ -310,11 +283,11 @@ func scanThread(rows pgx.Rows, replyID int64) (*ThreadIDs, error) {
 // QuotedMessage returns the customer's newest message before reply, the
 // one a reply quotes (machines' mail left out); ErrNotFound if none.
 func (s *Store) QuotedMessage(ctx context.Context, reply *Message) (*Message, error) {
-	m, err := scanMessage(s.db.QueryRow(ctx, quotedMessageSQL, reply.TicketID, reply.ID, reply.CreatedAt))
-	if err != nil {
-		return nil, fmt.Errorf("message quoted by %d: %w", reply.ID, err)
+	m, err := optional(ctx, s, func(b *Batch, into **Message) { b.QuotedMessage(reply, into) })
+	if err == nil && m == nil {
+		err = fmt.Errorf("message quoted by %d: %w", reply.ID, ErrNotFound)
 	}
-	return m, nil
+	return m, err
 }
 
 // QuotedMessage queues QuotedMessage; into gets the message, or nil if none.
@@ -328,11 +301,7 @@ const quotedMessageSQL = `SELECT ` + messageColumns + ` FROM messages
 
 // GetMessage returns the message with the given id, or ErrNotFound.
 func (s *Store) GetMessage(ctx context.Context, id int64) (*Message, error) {
-	m, err := scanMessage(s.db.QueryRow(ctx, getMessageSQL, id))
-	if err != nil {
-		return nil, fmt.Errorf("get message %d: %w", id, err)
-	}
-	return m, nil
+	return one(ctx, s, func(b *Batch, m *Message) { b.GetMessage(id, m) })
 }
 
 // GetMessage queues GetMessage; into gets the message.
@@ -397,20 +366,16 @@ func (s *Store) IsTicketParticipant(ctx context.Context, ticketID, address strin
 // out; outbound: what agents answered), at most limit of them, oldest
 // first, read through the (ticket_id, created_at, id) index however long
 // the ticket is.
-func (s *Store) NewestBodies(ctx context.Context, ticketID, direction string, limit int) ([]string, error) {
-	rows, err := s.db.Query(ctx, newestBodiesSQL, ticketID, limit, direction)
+func (s *Store) NewestBodies(ctx context.Context, ticketID string, direction vocab.Direction, limit int) ([]string, error) {
+	bodies, err := one(ctx, s, func(b *Batch, into *[]string) { b.NewestBodies(ticketID, direction, limit, into) })
 	if err != nil {
-		return nil, fmt.Errorf("%s messages of %s: %w", direction, ticketID, err)
+		return nil, err
 	}
-	bodies, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("%s messages of %s: %w", direction, ticketID, err)
-	}
-	return bodies, nil
+	return *bodies, nil
 }
 
 // NewestBodies queues NewestBodies; into gets the texts.
-func (b *Batch) NewestBodies(ticketID, direction string, limit int, into *[]string) {
+func (b *Batch) NewestBodies(ticketID string, direction vocab.Direction, limit int, into *[]string) {
 	b.texts(fmt.Sprintf("%s messages of %s", direction, ticketID), newestBodiesSQL, into, ticketID, limit, direction)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"helpdesk/store"
 	"helpdesk/store/storetest"
+	"helpdesk/vocab"
 )
 
 // ticketWithMessages makes a ticket of n messages, alternating inbound and
@@ -27,7 +28,7 @@ func ticketWithMessages(tb testing.TB, pool *pgxpool.Pool, n int) (*store.Store,
 	}
 	var msgs []*store.Message
 	for i := range n + 1 {
-		dir := []string{store.DirectionInbound, store.DirectionOutbound}[i%2]
+		dir := []vocab.Direction{vocab.DirectionInbound, vocab.DirectionOutbound}[i%2]
 		id := fmt.Sprintf("<m%05d@example.com>", i)
 		m, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: dir, Author: "x", Body: "…", EmailMessageID: &id})
 		if err != nil {
@@ -110,7 +111,7 @@ func BenchmarkReplyThread(b *testing.B) {
 					b.Fatal(err)
 				}
 				id := "<reply." + ticket.ID + "@example.com>"
-				if replies[n], err = st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: store.DirectionOutbound,
+				if replies[n], err = st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionOutbound,
 					Author: "x", Body: "…", EmailMessageID: &id}); err != nil {
 					b.Fatal(err)
 				}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"helpdesk/vocab"
 )
 
 // Delivery states of an outbound message.
@@ -216,11 +218,11 @@ func scanRecipients(rows pgx.Rows) (map[int64][]*Recipient, error) {
 // SaveRendered keeps the message's bytes and thread headers, unless an
 // earlier attempt kept them already; saved says whether these were kept.
 func (s *Store) SaveRendered(ctx context.Context, messageID int64, inReplyTo string, references []string, rendered []byte) (saved bool, err error) {
-	tag, err := s.db.Exec(ctx, saveRenderedSQL, messageID, rendered, inReplyTo, references)
+	err = exec(ctx, s, func(b *Batch) { b.SaveRendered(messageID, inReplyTo, references, rendered, &saved) })
 	if err != nil {
 		return false, fmt.Errorf("save rendered email %d: %w", messageID, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return saved, nil
 }
 
 // SaveRendered queues SaveRendered; saved gets its answer.
@@ -237,10 +239,15 @@ const saveRenderedSQL = `UPDATE outbound_emails
 
 // MarkSending records that an attempt starts, and counts it.
 func (s *Store) MarkSending(ctx context.Context, messageID int64, resendsUncertain bool) error {
-	if _, err := s.db.Exec(ctx, markSendingSQL, messageID, resendsUncertain, DeliverySending); err != nil {
+	if err := exec(ctx, s, func(b *Batch) { b.MarkSending(messageID, resendsUncertain) }); err != nil {
 		return fmt.Errorf("mark email %d sending: %w", messageID, err)
 	}
 	return nil
+}
+
+// MarkSending queues MarkSending.
+func (b *Batch) MarkSending(messageID int64, resendsUncertain bool) {
+	b.b.Queue(markSendingSQL, messageID, resendsUncertain, DeliverySending)
 }
 
 // MarkSendingUnlessRelayTroubled queues MarkSending for a relay that
@@ -282,7 +289,7 @@ type AttemptResult struct {
 // RecordAttempt stores an attempt's outcome for the message and its
 // recipients, in one statement.
 func (s *Store) RecordAttempt(ctx context.Context, messageID int64, r *AttemptResult) error {
-	if _, err := s.db.Exec(ctx, recordAttemptSQL, recordAttemptArgs(messageID, r)...); err != nil {
+	if err := exec(ctx, s, func(b *Batch) { b.RecordAttempt(messageID, r) }); err != nil {
 		return fmt.Errorf("record attempt of %d: %w", messageID, err)
 	}
 	return nil
@@ -330,7 +337,7 @@ func recordAttemptArgs(messageID int64, r *AttemptResult) []any {
 // customer, adds a system note to its ticket saying why, once: marked is false when it was marked before or is
 // no longer waiting. Run it in a transaction, so the note and the state
 // come together.
-func (s *Store) MarkDelayed(ctx context.Context, messageID int64, note string) (ticketID, direction string, marked bool, err error) {
+func (s *Store) MarkDelayed(ctx context.Context, messageID int64, note string) (ticketID string, direction vocab.Direction, marked bool, err error) {
 	err = s.db.QueryRow(ctx, `UPDATE outbound_emails e SET state = 'delayed', delayed_at = now(), updated_at = now()
 		FROM messages m
 		WHERE e.message_id = $1 AND m.id = e.message_id AND e.delayed_at IS NULL
@@ -343,8 +350,8 @@ func (s *Store) MarkDelayed(ctx context.Context, messageID int64, note string) (
 		return "", "", false, fmt.Errorf("mark email %d delayed: %w", messageID, err)
 	}
 	// The note is for replies to the customer; late mail to agents only shows its state.
-	if direction == DirectionOutbound {
-		if _, err := s.InsertMessage(ctx, &InsertMessageParams{TicketID: ticketID, Direction: DirectionNote, Author: AuthorSystem, Body: note}); err != nil {
+	if direction == vocab.DirectionOutbound {
+		if _, err := s.InsertMessage(ctx, &InsertMessageParams{TicketID: ticketID, Direction: vocab.DirectionNote, Author: vocab.System, Body: note}); err != nil {
 			return "", "", false, err
 		}
 	}

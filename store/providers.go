@@ -96,13 +96,9 @@ type ProviderGate struct {
 // It is the common case, and read inside the transactions a job makes
 // anyway, it costs no transaction of its own. A provider never called is
 // not free: its row is made by EnterProvider.
-func (s *Store) ProviderFree(ctx context.Context, provider string) (bool, error) {
-	var free bool
-	err := s.db.QueryRow(ctx, providerFreeSQL, provider).Scan(&free)
-	if err != nil && !errors.Is(interpretError(err), ErrNotFound) {
-		return false, fmt.Errorf("provider %s: %w", provider, err)
-	}
-	return free, nil
+func (s *Store) ProviderFree(ctx context.Context, provider string) (free bool, err error) {
+	err = exec(ctx, s, func(b *Batch) { b.ProviderFree(provider, &free) })
+	return free, err
 }
 
 // ProviderFree queues ProviderFree; free gets its answer.

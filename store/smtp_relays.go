@@ -38,6 +38,15 @@ func (s *Store) RelayPaused(ctx context.Context, relay string) (notBefore time.T
 	return notBefore, faults, nil
 }
 
+// RelaysPaused counts the relays paused now: down, or asked to slow down.
+func (s *Store) RelaysPaused(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM smtp_relays WHERE not_before > now()`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("paused relays: %w", err)
+	}
+	return n, nil
+}
+
 // EnterRelay decides, in one statement, whether a job may use the relay:
 // freely when it is healthy; after not_before when it is paused; and when
 // it was down and the pause is over, only the one job that claims the

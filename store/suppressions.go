@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"helpdesk/vocab"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,7 +57,7 @@ func (s *Store) ClearSuppression(ctx context.Context, address string) error {
 }
 
 // TicketOfEmail returns the ticket and direction of the message with this Message-ID.
-func (s *Store) TicketOfEmail(ctx context.Context, emailMessageID string) (ticketID, direction string, err error) {
+func (s *Store) TicketOfEmail(ctx context.Context, emailMessageID string) (ticketID string, direction vocab.Direction, err error) {
 	err = s.db.QueryRow(ctx, `SELECT ticket_id, direction FROM messages WHERE email_message_id = $1`, emailMessageID).Scan(&ticketID, &direction)
 	if err != nil {
 		return "", "", fmt.Errorf("message %s: %w", emailMessageID, interpretError(err))

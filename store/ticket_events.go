@@ -6,24 +6,31 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"helpdesk/vocab"
 )
 
 // TicketEvent is one change of a ticket: who changed what from what to what.
 type TicketEvent struct {
-	Actor     string    `json:"actor"` // agent:NAME, customer:C-…, or system
-	What      string    `json:"what"`  // status, assignee, team, priority, follow_up
-	From      *string   `json:"from"`
-	To        *string   `json:"to"`
-	CreatedAt time.Time `json:"created_at"`
+	Actor     vocab.Actor `json:"actor"` // agent:NAME, customer:C-…, or system
+	What      string      `json:"what"`  // status, assignee, team, priority, follow_up
+	From      *string     `json:"from"`
+	To        *string     `json:"to"`
+	CreatedAt time.Time   `json:"created_at"`
 }
 
 // InsertTicketEvent records a change, in the caller's transaction with it.
 func (s *Store) InsertTicketEvent(ctx context.Context, ticketID string, e *TicketEvent) error {
-	if _, err := s.db.Exec(ctx, `INSERT INTO ticket_events (ticket_id, actor, what, from_value, to_value) VALUES ($1, $2, $3, $4, $5)`,
-		ticketID, e.Actor, e.What, e.From, e.To); err != nil {
-		return fmt.Errorf("event on %s: %w", ticketID, interpretError(err))
+	if err := exec(ctx, s, func(b *Batch) { b.InsertTicketEvent(ticketID, e) }); err != nil {
+		return fmt.Errorf("event on %s: %w", ticketID, err)
 	}
 	return nil
+}
+
+// InsertTicketEvent queues InsertTicketEvent.
+func (b *Batch) InsertTicketEvent(ticketID string, e *TicketEvent) {
+	b.b.Queue(`INSERT INTO ticket_events (ticket_id, actor, what, from_value, to_value) VALUES ($1, $2, $3, $4, $5)`,
+		ticketID, e.Actor, e.What, e.From, e.To)
 }
 
 // ListTicketEvents returns a ticket's changes, oldest first.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"helpdesk/vocab"
 )
 
 // Ticket is one customer question and what triage made of it.
@@ -16,7 +18,7 @@ type Ticket struct {
 	ID          string // T-500001
 	CustomerID  string
 	Subject     string
-	Status      string
+	Status      vocab.Status
 	Team        *string // set by triage's classify step
 	Priority    *int16  // 1 (urgent) … 4 (low), set by classify
 	DraftReply  *string // set by triage's draft_reply step
@@ -40,14 +42,6 @@ func (t *Ticket) DraftIsCurrent() bool {
 	return t.DraftReply != nil && t.DraftJobID != nil && t.TriageJobID != nil && *t.DraftJobID == *t.TriageJobID
 }
 
-// The ticket statuses, in the order of a ticket's life.
-const (
-	StatusOpen    = "open"    // the customer waits for us
-	StatusPending = "pending" // an agent replied; we wait for the customer
-	StatusSolved  = "solved"  // closes by itself after a while unless the customer writes
-	StatusClosed  = "closed"  // done; a customer message opens a follow-up ticket
-)
-
 // InsertTicketParams are the fields of a new ticket.
 type InsertTicketParams struct {
 	ID          string // from NextTicketID, or empty to number it now
@@ -59,9 +53,6 @@ type InsertTicketParams struct {
 
 // ErrUnknownCustomer is a ticket for a customer that does not exist.
 var ErrUnknownCustomer = fmt.Errorf("unknown customer: %w", ErrConflict)
-
-// TicketStatuses are the values of Ticket.Status.
-var TicketStatuses = []string{"open", "pending", "solved", "closed"}
 
 const ticketColumns = `id, customer_id, subject, status, team, priority, draft_reply, embedding, triage_job_id, created_at, updated_at,
 	assignee, follow_up_of, first_response_at, last_customer_message_at, draft_written_at, draft_job_id, solved_at`
@@ -79,7 +70,7 @@ func scanTicket(row pgx.Row) (*Ticket, error) {
 // InsertTicket opens a ticket and numbers it, its first message from the
 // customer written now; an unknown customer is ErrUnknownCustomer.
 func (s *Store) InsertTicket(ctx context.Context, p *InsertTicketParams) (*Ticket, error) {
-	return insertedTicket(p, s.db.QueryRow(ctx, insertTicketSQL, insertTicketArgs(p)...))
+	return one(ctx, s, func(b *Batch, t *Ticket) { b.InsertTicket(p, t) })
 }
 
 // InsertTicket queues InsertTicket; into gets the ticket.
@@ -127,11 +118,7 @@ func (b *Batch) NextTicketID(id *string, now *time.Time) {
 
 // GetTicket returns the ticket with the given id, or ErrNotFound.
 func (s *Store) GetTicket(ctx context.Context, id string) (*Ticket, error) {
-	t, err := scanTicket(s.db.QueryRow(ctx, getTicketSQL, id))
-	if err != nil {
-		return nil, fmt.Errorf("get ticket %s: %w", id, err)
-	}
-	return t, nil
+	return one(ctx, s, func(b *Batch, t *Ticket) { b.GetTicket(id, t) })
 }
 
 // GetTicket queues GetTicket; into gets the ticket.
@@ -150,7 +137,7 @@ func (s *Store) SetTicketTriageJob(ctx context.Context, id string, jobID int64) 
 // applies when set; each has an index in this order.
 type ListTicketsParams struct {
 	CustomerID string
-	Status     string
+	Status     vocab.Status
 	Team       string
 	Assignee   string
 	Before     *TicketKey // only tickets older than this one (the previous page's last)
@@ -177,7 +164,7 @@ func (s *Store) ListTickets(ctx context.Context, p *ListTicketsParams) ([]*Ticke
 		args = append(args, v)
 		where = append(where, fmt.Sprintf(cond, len(args)))
 	}
-	for _, f := range []struct{ column, value string }{{"customer_id", p.CustomerID}, {"status", p.Status}, {"team", p.Team}, {"assignee", p.Assignee}} {
+	for _, f := range []struct{ column, value string }{{"customer_id", p.CustomerID}, {"status", string(p.Status)}, {"team", p.Team}, {"assignee", p.Assignee}} {
 		if f.value != "" {
 			add(f.column+" = $%d", f.value)
 		}
@@ -250,7 +237,7 @@ func (s *Store) LockTicket(ctx context.Context, id string) (*Ticket, error) {
 }
 
 // SetTicketStatus changes the status; solved_at follows it, for autoclose.
-func (s *Store) SetTicketStatus(ctx context.Context, id, status string) error {
+func (s *Store) SetTicketStatus(ctx context.Context, id string, status vocab.Status) error {
 	return s.updateTicket(ctx, id, `status = $2, solved_at = CASE WHEN $2 = 'solved' THEN now() ELSE NULL END`, status)
 }
 

@@ -98,12 +98,8 @@ type NewWebhookEvent struct {
 // InsertWebhookEvents records events, in order, in one statement: those
 // of a type some endpoint subscribes to.
 func (s *Store) InsertWebhookEvents(ctx context.Context, events []NewWebhookEvent) error {
-	types, payloads, err := webhookEventArgs(events)
-	if err != nil {
-		return err
-	}
-	if _, err := s.db.Exec(ctx, insertWebhookEventsSQL, types, payloads); err != nil {
-		return fmt.Errorf("webhook events: %w", interpretError(err))
+	if err := exec(ctx, s, func(b *Batch) { b.InsertWebhookEvents(events) }); err != nil {
+		return fmt.Errorf("webhook events: %w", err)
 	}
 	return nil
 }

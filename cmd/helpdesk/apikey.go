@@ -8,6 +8,7 @@ import (
 
 	"helpdesk/api"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 func cmdAPIKey(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -29,16 +30,16 @@ func cmdAPIKey(ctx context.Context, args []string, getenv func(string) string, s
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
-	var actor api.Actor
+	var actor vocab.Actor
 	switch sub {
 	case "create":
 		var err error
-		if actor, err = api.ParseActor(*actorFlag); err != nil {
+		if actor, err = vocab.ParseActor(*actorFlag); err != nil {
 			return usageErrorf("-actor: %v", err)
 		}
 	case "list":
 		if *actorFlag != "" {
-			if _, err := api.ParseActor(*actorFlag); err != nil {
+			if _, err := vocab.ParseActor(*actorFlag); err != nil {
 				return usageErrorf("-actor: %v", err)
 			}
 		}
@@ -57,7 +58,7 @@ func cmdAPIKey(ctx context.Context, args []string, getenv func(string) string, s
 	defer pool.Close()
 	switch sub {
 	case "list":
-		return apikeyList(ctx, store.New(pool), *actorFlag, stdout)
+		return apikeyList(ctx, store.New(pool), vocab.Actor(*actorFlag), stdout)
 	case "revoke":
 		return apikeyRevoke(ctx, store.New(pool), id, stdout)
 	}
@@ -71,21 +72,21 @@ func cmdAPIKey(ctx context.Context, args []string, getenv func(string) string, s
 }
 
 // createAPIKey checks that the actor exists and stores a new key for it.
-func createAPIKey(ctx context.Context, st *store.Store, actor api.Actor) (string, error) {
+func createAPIKey(ctx context.Context, st *store.Store, actor vocab.Actor) (string, error) {
 	var err error
 	if actor.IsAgent() {
-		_, err = st.GetAgent(ctx, actor.ID)
+		_, err = st.GetAgent(ctx, actor.ID())
 	} else {
-		_, err = st.GetCustomer(ctx, actor.ID)
+		_, err = st.GetCustomer(ctx, actor.ID())
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return "", usageErrorf("there is no %s %s (helpdesk %s add makes one; helpdesk load adds the demo's)", actor.Kind, actor.ID, actor.Kind)
+		return "", usageErrorf("there is no %s %s (helpdesk %s add makes one; helpdesk load adds the demo's)", actor.Kind(), actor.ID(), actor.Kind())
 	}
 	if err != nil {
 		return "", err
 	}
 	key, sha := api.NewAPIKey()
-	if err := st.InsertAPIKey(ctx, actor.String(), sha); err != nil {
+	if err := st.InsertAPIKey(ctx, actor, sha); err != nil {
 		return "", err
 	}
 	return key, nil

@@ -1,3 +1,5 @@
+//go:build demo
+
 package main
 
 import (
@@ -18,10 +20,11 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
+	"helpdesk/backoff"
 	"helpdesk/desk"
 	"helpdesk/jobs"
-	"helpdesk/jobs/provider"
-	"helpdesk/jobs/provider/simulator"
+	"helpdesk/provider"
+	"helpdesk/provider/simulator"
 	"helpdesk/store"
 )
 
@@ -62,6 +65,8 @@ func (r *burstResult) refusedShare() float64 {
 	return float64(r.Refused) / math.Max(float64(r.Calls), 1)
 }
 func (r *burstResult) drainRatio() float64 { return r.Drain.Seconds() / r.Floor.Seconds() }
+
+func init() { demoCommands["burst"] = cmdBurst }
 
 func cmdBurst(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("burst", "burst [-speed 10] [-chart docs/burst.png]",
@@ -129,24 +134,28 @@ func runBurst(ctx context.Context, serverURL string, opts burstOptions, logger *
 	// Ten workers, as the lesson's service has: before the first answers
 	// tell the quota, every worker may call at once, and that first wave
 	// is what a time-scaled window feels most.
-	queue, err := jobs.New(pool, jobs.Config{Logger: logger, Provider: client, TriageWorkers: 10, FetchPollInterval: opts.scaled(time.Second),
-		TriageBackoff: jobs.Backoff{Base: opts.scaled(2 * time.Second), Cap: opts.scaled(time.Minute)},
+	queue, err := jobs.NewQueue(pool, jobs.Config{Logger: logger, Provider: client, TriageWorkers: 10, FetchPollInterval: opts.scaled(time.Second),
+		TriageBackoff: backoff.Backoff{Base: opts.scaled(2 * time.Second), Cap: opts.scaled(time.Minute)},
 		Breaker:       jobs.BreakerConfig{ProbeMin: opts.scaled(5 * time.Second), ProbeMax: opts.scaled(2 * time.Minute)},
 	})
 	if err != nil {
 		return nil, err
 	}
-	cases := desk.New(pool, queue, desk.Config{})
+	cases := desk.New(pool, queue, desk.Config{Logger: logger})
+	workers, err := jobs.NewWorkers(pool, queue, cases)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := store.New(pool).InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "burst@example.com", Name: "Burst"}); err != nil {
 		return nil, err
 	}
-	if err := queue.Start(ctx); err != nil {
+	if err := workers.Start(ctx); err != nil {
 		return nil, err
 	}
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = queue.Stop(stopCtx)
+		_ = workers.Stop(stopCtx)
 	}()
 
 	res := &burstResult{Options: opts,

@@ -1,3 +1,5 @@
+//go:build demo
+
 package main
 
 import (
@@ -25,14 +27,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"helpdesk/api"
+	"helpdesk/backoff"
 	"helpdesk/desk"
 	"helpdesk/jobs"
-	"helpdesk/jobs/provider"
-	"helpdesk/jobs/provider/simulator"
 	"helpdesk/mail"
 	"helpdesk/mail/smtptest"
+	"helpdesk/provider"
+	"helpdesk/provider/simulator"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
+
+func init() { demoCommands["demo"] = cmdDemo }
 
 func cmdDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", "demo [-dir DIR]",
@@ -158,23 +164,28 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 	}
 	// Worker 2 treats a job running for over two seconds as stuck (a job
 	// may run for two), so the demo does not wait serve's two minutes.
+	emailBackoff := backoff.Backoff{Base: 200 * time.Millisecond, Cap: time.Second}
 	config := jobs.Config{Logger: logger, Provider: client, FetchPollInterval: 100 * time.Millisecond,
 		RescueStuckJobsAfter: 2500 * time.Millisecond, TriageTimeout: 2 * time.Second, EmailTimeout: 2 * time.Second,
-		Relay: relay, EmailBackoff: jobs.Backoff{Base: 200 * time.Millisecond, Cap: time.Second}}
-	queue, err := jobs.New(pool, config)
+		Mail: true, EmailBackoff: emailBackoff}
+	queue, err := jobs.NewQueue(pool, config)
 	if err != nil {
 		return nil, err
 	}
 	replies := &mail.ReplyAddresses{Local: "support", Domain: "helpdesk.example.com", Secret: []byte("the demo's reply secret, not for use")}
 	from := &mail.Address{Name: "Example Support", Address: "support@helpdesk.example.com"}
-	cases := desk.New(pool, queue, desk.Config{MailDomain: "helpdesk.example.com", From: from, ReplyAddresses: replies})
-	queue.SetNotifier(cases)
+	cases := desk.New(pool, queue, desk.Config{MailDomain: "helpdesk.example.com", From: from, ReplyAddresses: replies,
+		Logger: logger, Delivery: desk.DeliveryConfig{Sender: relay, Backoff: emailBackoff, Lease: config.EmailTimeout}})
+	workers, err := jobs.NewWorkers(pool, queue, cases)
+	if err != nil {
+		return nil, err
+	}
 	apiURL, stopAPI, err := startDemoAPI(pool, queue, cases, logger)
 	if err != nil {
 		return nil, err
 	}
 	defer stopAPI()
-	key, err := createAPIKey(ctx, store.New(pool), api.Actor{Kind: "customer", ID: "C-0022"})
+	key, err := createAPIKey(ctx, store.New(pool), vocab.Customer("C-0022"))
 	if err != nil {
 		return nil, err
 	}
@@ -208,14 +219,14 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 	res.AfterRequests = counts()
 	printCounts(out, "in the database:", res.AfterRequests)
 	fmt.Fprintf(out, "  stopped by: %s, whose INSERT … ON CONFLICT on idempotency_keys (actor, key) lets one request claim the key\n",
-		funcLocation((*store.Store).ClaimIdempotencyKey))
+		funcLocation((*store.Batch).ClaimIdempotencyKey))
 	expect("second answer's ticket", res.Second.TicketID, res.First.TicketID)
 	expect("second answer's job", res.Second.JobID, res.First.JobID)
 	expect("second answer replayed", res.Second.Replayed, true)
 	expect("counts after the requests", res.AfterRequests, store.Counts{Tickets: 1, Jobs: 1, AIResults: 0})
 
 	fmt.Fprintln(out, "Part 2: the same job delivered twice (a simulated crash)")
-	job, err := queue.SimulateCrash(ctx, jobs.CrashPoint{Task: jobs.TaskDraftReply})
+	job, err := workers.SimulateCrash(ctx, jobs.CrashPoint{Task: desk.TaskDraftReply})
 	if err != nil {
 		return nil, err
 	}
@@ -228,13 +239,13 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 
 	// Worker 2 starts once the job counts as stuck; River's rescuer hands it back.
 	time.Sleep(time.Until(job.AttemptedAt.Add(config.RescueStuckJobsAfter + 100*time.Millisecond)))
-	if err := queue.Start(ctx); err != nil {
+	if err := workers.Start(ctx); err != nil {
 		return nil, err
 	}
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = queue.Stop(stopCtx)
+		_ = workers.Stop(stopCtx)
 	}()
 	if res.EndState, err = awaitJob(ctx, queue, job.ID, jobs.StateSucceeded, 12*time.Second); err != nil {
 		return nil, err
@@ -248,10 +259,10 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 		total += n
 	}
 	fmt.Fprintf(out, "  provider calls for this job: %d (classify %d, draft_reply %d, embed %d)\n", total,
-		res.ProviderCalls[jobs.TaskClassify], res.ProviderCalls[jobs.TaskDraftReply], res.ProviderCalls[jobs.TaskEmbed])
+		res.ProviderCalls[desk.TaskClassify], res.ProviderCalls[desk.TaskDraftReply], res.ProviderCalls[desk.TaskEmbed])
 	fmt.Fprintf(out, "  stopped by: %s, which skips the steps the job has results for,\n", funcLocation((*jobs.TriageWorker).Work))
 	fmt.Fprintf(out, "              and %s, whose ON CONFLICT (job_id, task) DO NOTHING saves one result per step\n",
-		funcLocation((*store.Store).InsertAIRun))
+		funcLocation((*store.Batch).InsertAIRun))
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +280,7 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 	}
 	smtpServer.Script(smtptest.Fault{DropAfterBody: true})
 	fmt.Fprintln(out, "Part 3: an agent's reply whose first send loses its acknowledgement")
-	agentKey, err := createAPIKey(ctx, store.New(pool), api.Actor{Kind: "agent", ID: "alice"})
+	agentKey, err := createAPIKey(ctx, store.New(pool), vocab.Agent("alice"))
 	if err != nil {
 		return nil, err
 	}
@@ -295,8 +306,8 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 			res.Deliveries[0].MessageID == res.Deliveries[1].MessageID, bytes.Equal(res.Deliveries[0].Raw, res.Deliveries[1].Raw),
 			slices.Contains(append(res.Deliveries[1].References, res.Deliveries[1].InReplyTo), res.Deliveries[1].MessageID))
 	}
-	fmt.Fprintf(out, "  stopped by: %s, which renders the bytes once and sends them on every retry,\n", funcLocation((*jobs.EmailWorker).Work))
-	fmt.Fprintf(out, "              and %s, whose query leaves the reply itself out (id <> reply)\n", funcLocation((*store.Store).ReplyThread))
+	fmt.Fprintf(out, "  stopped by: %s, which renders the bytes once and sends them on every retry,\n", funcLocation((*desk.Desk).Deliver))
+	fmt.Fprintf(out, "              and %s, whose query leaves the reply itself out (id <> reply)\n", funcLocation((*store.Batch).ReplyThread))
 	expect("deliveries of the reply", len(res.Deliveries), 2)
 	if len(res.Deliveries) == 2 {
 		a, b := res.Deliveries[0], res.Deliveries[1]

@@ -1,3 +1,5 @@
+//go:build demo
+
 package main
 
 import (
@@ -24,8 +26,7 @@ import (
 func agentRoundTrip(ctx context.Context, out io.Writer, pool *pgxpool.Pool, queue *jobs.Queue, cases *desk.Desk,
 	replies *mail.ReplyAddresses, relay *smtptest.Server, expect func(string, any, any), logger *slog.Logger) error {
 	fmt.Fprintln(out, "Part 4: an agent answers from her mail client")
-	receiver := inbound.NewReceiver(pool, cases, []string{"helpdesk.example.com"}, logger)
-	receiver.SetReplyAddresses(replies)
+	receiver := inbound.NewReceiver(cases, logger)
 	customerMail := "From: Viktor Horvat <viktor.horvat@example.com>\r\nTo: support@helpdesk.example.com\r\n" +
 		"Subject: Invoice 2210 charged twice\r\nMessage-ID: <demo.viktor.1@mail.example.com>\r\n\r\n" +
 		"Hello, invoice 2210 was charged twice on my card. Please refund one.\r\n"

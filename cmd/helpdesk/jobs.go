@@ -57,7 +57,7 @@ func cmdJobs(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer pool.Close()
-	queue, err := jobs.New(pool, jobs.Config{TriageMaxAttempts: budget, EmailMaxAttempts: emailBudget})
+	queue, err := jobs.NewQueue(pool, jobs.Config{TriageMaxAttempts: budget, EmailMaxAttempts: emailBudget})
 	if err != nil {
 		return err
 	}

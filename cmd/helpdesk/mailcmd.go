@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"helpdesk/desk"
 	"helpdesk/inbound"
 	"helpdesk/store"
@@ -68,10 +66,8 @@ func cmdMail(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return fmt.Errorf("message %d: %w", id, err)
 	}
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return store.New(tx).SetParsedContent(ctx, id, m.Text, desk.KeepAttachments(m.Files(), int64(limit)))
-	})
-	if err != nil {
+	// Reparsing queues nothing: the use cases need no queue for it.
+	if err := desk.New(pool, nil, desk.Config{AttachmentMaxBytes: int64(limit)}).Reparse(ctx, id, m); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "message %d read again from its %d raw bytes: %d bytes of text, %d attachments\n", id, len(raw), len(m.Text), len(m.Attachments))

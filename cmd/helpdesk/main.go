@@ -40,6 +40,10 @@ in HELPDESK_LOG_FORMAT (text or json; default text).
 Run "helpdesk <command> --help" for a command's flags.
 `
 
+// demoCommands are the commands of a binary built with -tags demo: the
+// duplicate demo and the lesson's burst, with the crash hooks they need.
+var demoCommands = map[string]func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error{}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -68,8 +72,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = cmdAPIKey(ctx, args[1:], getenv, stdout, stderr)
 	case "load":
 		err = cmdLoad(ctx, args[1:], getenv, stdout, stderr)
-	case "demo":
-		err = cmdDemo(ctx, args[1:], getenv, stdout, stderr)
 	case "simulator":
 		err = cmdSimulator(ctx, args[1:], getenv, logger, stdout, stderr)
 	case "agent":
@@ -82,16 +84,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = cmdSuppressions(ctx, args[1:], getenv, stdout, stderr)
 	case "provider":
 		err = cmdProvider(ctx, args[1:], getenv, stdout, stderr)
-	case "burst":
-		err = cmdBurst(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
 		err = cmdVersion(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "helpdesk: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		demo, ok := demoCommands[args[0]]
+		switch {
+		case ok:
+			err = demo(ctx, args[1:], getenv, stdout, stderr)
+		case args[0] == "demo" || args[0] == "burst":
+			fmt.Fprintf(stderr, "helpdesk: %s is not in this binary: it is built without the demo (make demo builds one with it: go build -tags demo ./cmd/helpdesk)\n", args[0])
+			return 2
+		default:
+			fmt.Fprintf(stderr, "helpdesk: unknown command %q\n\n%s", args[0], usage)
+			return 2
+		}
 	}
 	var usageErr *usageError
 	switch {
@@ -125,6 +134,10 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("HELPDESK_LOG_FORMAT = %q: want text or json", format)
 }
 
+// version is stamped by make build (-ldflags "-X main.version=…", from git
+// describe); go install leaves it empty, and the module's version stands.
+var version string
+
 // cmdVersion prints what the build info says: the module's version, the
 // VCS revision and time, and the Go version.
 func cmdVersion(args []string, stdout io.Writer) error {
@@ -149,7 +162,11 @@ func cmdVersion(args []string, stdout io.Writer) error {
 	} else if settings["vcs.modified"] == "true" {
 		revision += " (with uncommitted changes)"
 	}
-	fmt.Fprintf(stdout, "helpdesk %s\nrevision %s\n", info.Main.Version, revision)
+	v := info.Main.Version
+	if version != "" {
+		v = version
+	}
+	fmt.Fprintf(stdout, "helpdesk %s\nrevision %s\n", v, revision)
 	if t := settings["vcs.time"]; t != "" {
 		fmt.Fprintf(stdout, "committed %s\n", t)
 	}

@@ -17,13 +17,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/api"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
-	"helpdesk/jobs/provider/simulator"
 	"helpdesk/mail/smtptest"
+	"helpdesk/provider/simulator"
 	"helpdesk/store"
 	"helpdesk/store/storetest"
+	"helpdesk/vocab"
 )
 
 func envOf(vars map[string]string) func(string) string {
@@ -348,7 +348,7 @@ func TestWithoutARelayMailIsCapturedNotSent(t *testing.T) {
 	if err := st.UpsertAgent(context.Background(), &store.UpsertAgentParams{Name: "alice", DisplayName: "Alice", Email: "alice@support.example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	key, err := createAPIKey(context.Background(), st, api.Actor{Kind: "agent", ID: "alice"})
+	key, err := createAPIKey(context.Background(), st, vocab.Agent("alice"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func TestMailReparseReadsTheRawMailAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := "<mixed.1@mail.example.com>"
-	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: store.DirectionInbound,
+	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionInbound,
 		Author: "customer:C-0001", Body: "what an old parser made of it", EmailMessageID: &id, RawEmail: raw})
 	if err != nil {
 		t.Fatal(err)
@@ -446,7 +446,7 @@ func TestMailReparseReadsTheRawMailAgain(t *testing.T) {
 			t.Errorf("after reparse %s the attachments are %+v (%v), want one, kept", arg, files, err)
 		}
 	}
-	noRaw, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: store.DirectionNote, Author: "agent:alice", Body: "note"})
+	noRaw, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionNote, Author: "agent:alice", Body: "note"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,14 +20,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"helpdesk/api"
+	"helpdesk/backoff"
 	"helpdesk/desk"
 	"helpdesk/inbound"
 	"helpdesk/jobs"
-	"helpdesk/jobs/provider"
-	"helpdesk/jobs/provider/simulator"
 	"helpdesk/mail"
-	"helpdesk/mail/smtptest"
 	"helpdesk/metrics"
+	"helpdesk/provider"
+	"helpdesk/provider/simulator"
 	"helpdesk/store"
 )
 
@@ -413,25 +412,37 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	works := cfg.Role != "api"
 	servesAPI := cfg.Role != "worker"
 
+	// One way: the insert-only queue, then the use cases that enqueue
+	// with it, then (in a worker process) the workers that hold them.
 	jobsConfig := jobs.Config{
 		Logger:               logger,
-		InsertOnly:           !works,
-		TriageBackoff:        jobs.Backoff{Base: cfg.RetryBase, Cap: cfg.RetryCap},
+		Mail:                 true, // a relay, or the Maildir that captures mail
+		TriageBackoff:        backoff.Backoff{Base: cfg.RetryBase, Cap: cfg.RetryCap},
 		TriageMaxAttempts:    cfg.TriageMaxAttempts,
 		TriageWorkers:        cfg.TriageWorkers,
 		EmailWorkers:         cfg.EmailWorkers,
 		IdempotencyRetention: cfg.IdempotencyKeep,
-		EmailBackoff:         jobs.Backoff{Base: cfg.EmailRetryBase, Cap: cfg.EmailRetryCap},
+		EmailBackoff:         backoff.Backoff{Base: cfg.EmailRetryBase, Cap: cfg.EmailRetryCap},
 		EmailMaxAttempts:     cfg.EmailMaxAttempts,
-		EmailGiveUpAfter:     cfg.EmailGiveUpAfter,
-		EmailDelayNotice:     cfg.EmailDelayNotice,
 		Breaker:              cfg.Breaker,
 		TriageTimeout:        cfg.TriageTimeout,
 		EmailTimeout:         cfg.EmailTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
-		AutoAssign:           cfg.AutoAssign,
 		AutocloseAfter:       cfg.AutocloseAfter,
 	}
+	var replies *mail.ReplyAddresses
+	if cfg.ReplySecret != "" {
+		local, domain, _ := strings.Cut(cfg.From.Address, "@")
+		replies = &mail.ReplyAddresses{Local: local, Domain: domain, Secret: []byte(cfg.ReplySecret)}
+		for _, p := range cfg.ReplyPrevious {
+			replies.Previous = append(replies.Previous, []byte(p))
+		}
+	}
+	deskConfig := desk.Config{MailDomain: cfg.MailDomain, From: cfg.From, ReplyAddresses: replies, Domains: cfg.InboundDomains,
+		SuppressFor: time.Duration(cfg.SuppressDays) * 24 * time.Hour, AttachmentMaxBytes: cfg.AttachmentMax, Ack: cfg.Ack,
+		AutoAssign: cfg.AutoAssign, Logger: logger,
+		Delivery: desk.DeliveryConfig{Backoff: jobsConfig.EmailBackoff, GiveUpAfter: cfg.EmailGiveUpAfter, DelayNotice: cfg.EmailDelayNotice,
+			Lease: cfg.EmailTimeout}}
 	providerURL := cfg.ProviderURL
 	if works {
 		if providerURL == "" {
@@ -446,41 +457,30 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		if jobsConfig.Provider, err = provider.New(provider.Config{BaseURL: providerURL, APIKey: cfg.ProviderKey, Timeout: cfg.ProviderTimeout}); err != nil {
 			return err
 		}
-		smtpURL := cfg.SMTPURL
-		if smtpURL == "" {
-			dir, err := filepath.Abs(cfg.CaptureDir)
+		if cfg.SMTPURL == "" {
+			captured, err := mail.NewMaildir(cfg.CaptureDir)
 			if err != nil {
 				return fmt.Errorf("HELPDESK_CAPTURE_DIR: %w", err)
 			}
-			sink, err := smtptest.ListenWith(smtptest.Options{Maildir: dir})
-			if err != nil {
-				return fmt.Errorf("HELPDESK_CAPTURE_DIR: %w", err)
-			}
-			defer sink.Close()
-			smtpURL = sink.URL()
-			logger.Warn("HELPDESK_SMTP_URL is not set: mail is captured, not sent; read it in the Maildir folder "+dir+"/new",
-				slog.String("maildir", dir))
-		}
-		if jobsConfig.Relay, err = mail.NewRelay(mail.RelayConfig{URL: smtpURL, HeloName: cfg.MailDomain, Captures: cfg.SMTPURL == "",
+			deskConfig.Delivery.Sender = captured
+			logger.Warn("HELPDESK_SMTP_URL is not set: mail is captured, not sent; read it in the Maildir folder "+captured.Dir()+"/new",
+				slog.String("maildir", captured.Dir()))
+		} else if deskConfig.Delivery.Sender, err = mail.NewRelay(mail.RelayConfig{URL: cfg.SMTPURL, HeloName: cfg.MailDomain,
 			CommandTimeout: cfg.SMTPTimeout, BodyTimeout: 2 * cfg.SMTPTimeout, ReplyTimeout: 5 * cfg.SMTPTimeout}); err != nil {
 			return err
 		}
 	}
-	queue, err := jobs.New(pool, jobsConfig)
+	queue, err := jobs.NewQueue(pool, jobsConfig)
 	if err != nil {
 		return err
 	}
-	var replies *mail.ReplyAddresses
-	if cfg.ReplySecret != "" {
-		local, domain, _ := strings.Cut(cfg.From.Address, "@")
-		replies = &mail.ReplyAddresses{Local: local, Domain: domain, Secret: []byte(cfg.ReplySecret)}
-		for _, p := range cfg.ReplyPrevious {
-			replies.Previous = append(replies.Previous, []byte(p))
+	cases := desk.New(pool, queue, deskConfig)
+	var workers *jobs.Workers
+	if works {
+		if workers, err = jobs.NewWorkers(pool, queue, cases); err != nil {
+			return err
 		}
 	}
-	cases := desk.New(pool, queue, desk.Config{MailDomain: cfg.MailDomain, From: cfg.From, ReplyAddresses: replies,
-		SuppressFor: time.Duration(cfg.SuppressDays) * 24 * time.Hour, AttachmentMaxBytes: cfg.AttachmentMax, Ack: cfg.Ack})
-	queue.SetNotifier(cases)
 
 	// Listeners: the API (or a worker's probes), /metrics, inbound mail.
 	var servers []*http.Server
@@ -544,8 +544,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	go queue.RunGauges(gaugesCtx, cfg.MetricsInterval)
 
 	if servesAPI && cfg.InboundAddr != "" {
-		receiver := inbound.NewReceiver(pool, cases, cfg.InboundDomains, logger)
-		receiver.SetReplyAddresses(replies)
+		receiver := inbound.NewReceiver(cases, logger)
 		inboundServer := inbound.NewServer(receiver, inbound.ServerConfig{Domain: cfg.MailDomain, LMTP: cfg.InboundLMTP,
 			MaxBytes: int64(cfg.InboundMaxBytes), MessageTimeout: cfg.InboundTimeout, MaxSessions: cfg.InboundMaxSessions})
 		inboundLn, err := net.Listen("tcp", cfg.InboundAddr)
@@ -564,7 +563,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	if works {
 		// The queue runs on a context of its own: a signal must lead to the
 		// graceful Stop below, not to River's immediate cancellation.
-		if err := queue.Start(context.WithoutCancel(ctx)); err != nil {
+		if err := workers.Start(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
 	}
@@ -590,7 +589,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		}
 	}
 	if works {
-		if err := queue.Stop(graceCtx); err != nil {
+		if err := workers.Stop(graceCtx); err != nil {
 			return err
 		}
 	}

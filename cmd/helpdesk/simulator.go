@@ -5,7 +5,7 @@ import (
 	"io"
 	"log/slog"
 
-	"helpdesk/jobs/provider/simulator"
+	"helpdesk/provider/simulator"
 )
 
 func cmdSimulator(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger, stdout, stderr io.Writer) error {

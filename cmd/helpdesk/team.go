@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"helpdesk/api"
 	"helpdesk/desk"
 	"helpdesk/mail"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // subcommand splits `CMD SUB [NAME] [flags]`: the subcommand, a leading
@@ -58,7 +58,7 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 	var p store.UpsertAgentParams
 	switch sub {
 	case "add":
-		if _, err := api.ParseActor("agent:" + name); err != nil {
+		if _, err := vocab.ParseActor("agent:" + name); err != nil {
 			return usageErrorf("agent name %q: lower case letters, digits, . _ - (up to 64)", name)
 		}
 		a, err := mail.ParseAddress(*email)
@@ -204,7 +204,7 @@ func cmdCustomer(ctx context.Context, args []string, getenv func(string) string,
 }
 
 // apikeyList and apikeyRevoke are `apikey list` and `apikey revoke`.
-func apikeyList(ctx context.Context, st *store.Store, actor string, stdout io.Writer) error {
+func apikeyList(ctx context.Context, st *store.Store, actor vocab.Actor, stdout io.Writer) error {
 	keys, err := st.ListAPIKeys(ctx, actor)
 	if err != nil {
 		return err

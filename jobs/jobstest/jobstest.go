@@ -13,15 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"helpdesk/backoff"
 	"helpdesk/desk"
 	"helpdesk/jobs"
-	"helpdesk/jobs/provider"
-	"helpdesk/jobs/provider/simulator"
 	"helpdesk/mail"
 	"helpdesk/mail/smtptest"
+	"helpdesk/provider"
+	"helpdesk/provider/simulator"
 	"helpdesk/store"
 	"helpdesk/store/storetest"
 )
@@ -42,6 +42,8 @@ type Bundle struct {
 	Config   jobs.Config
 	// DeskConfig is the use cases' configuration; Desk builds them over a queue.
 	DeskConfig desk.Config
+	// Relay is WithSMTP's relay, the desk's sender; nil without.
+	Relay *mail.Relay
 
 	customers int
 }
@@ -74,10 +76,11 @@ func SetupOn(tb testing.TB, pool *pgxpool.Pool) *Bundle {
 		Config: jobs.Config{
 			Logger:            Logger(),
 			Provider:          client,
-			TriageBackoff:     jobs.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond},
+			TriageBackoff:     backoff.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond},
 			TriageMaxAttempts: 5,
 			FetchPollInterval: 50 * time.Millisecond,
 		},
+		DeskConfig: desk.Config{Logger: Logger()},
 	}
 }
 
@@ -104,10 +107,10 @@ func (b *Bundle) WithSMTP(tb testing.TB) *smtptest.Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	b.Config.Relay = relay
+	b.Relay, b.Config.Mail, b.DeskConfig.Delivery.Sender = relay, true, relay
 	b.DeskConfig.MailDomain = "helpdesk.example.com"
 	b.DeskConfig.From = &mail.Address{Name: "Example Support", Address: "support@helpdesk.example.com"}
-	b.Config.EmailBackoff = jobs.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
+	b.Config.EmailBackoff = backoff.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
 	return srv
 }
 
@@ -126,7 +129,7 @@ func (b *Bundle) Reply(tb testing.TB, q *jobs.Queue, ticketID, body string, cc .
 		msg   *store.Message
 		jobID int64
 	)
-	err := pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) (err error) {
+	err := store.Run(b.Ctx, b.Pool, func(tx *store.Tx) (err error) {
 		msg, jobID, err = b.Desk(q).CreateReplyTx(b.Ctx, tx, p)
 		return err
 	})
@@ -145,33 +148,60 @@ func Logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// Desk returns the use cases over the queue, with the bundle's DeskConfig.
+// Desk returns the use cases over the queue, with the bundle's DeskConfig;
+// the email backoff and a relay's probe lease are the queue's, as serve
+// has them.
 func (b *Bundle) Desk(q *jobs.Queue) *desk.Desk {
-	return desk.New(b.Pool, q, b.DeskConfig)
+	config := b.DeskConfig
+	config.Delivery.Backoff = b.Config.EmailBackoff
+	if config.Delivery.Lease == 0 {
+		config.Delivery.Lease = b.Config.EmailTimeout
+	}
+	return desk.New(b.Pool, q, config)
 }
 
-// NewQueue builds a queue on the bundle's config without starting it.
+// NewQueue builds the insert-only queue on the bundle's config.
 func (b *Bundle) NewQueue(tb testing.TB) *jobs.Queue {
 	tb.Helper()
-	q, err := jobs.New(b.Pool, b.Config)
+	q, err := jobs.NewQueue(b.Pool, b.Config)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return q
 }
 
-// StartQueue starts a queue on the bundle's config and stops it when the test ends.
-func (b *Bundle) StartQueue(tb testing.TB) *jobs.Queue {
+// NewWorkers builds the workers of q's jobs, over the bundle's desk,
+// without starting them.
+func (b *Bundle) NewWorkers(tb testing.TB, q *jobs.Queue) *jobs.Workers {
 	tb.Helper()
-	q := b.NewQueue(tb)
-	if err := q.Start(b.Ctx); err != nil {
+	w, err := jobs.NewWorkers(b.Pool, q, b.Desk(q))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return w
+}
+
+// StartWorkers starts workers of q's jobs and stops them when the test ends.
+func (b *Bundle) StartWorkers(tb testing.TB, q *jobs.Queue) *jobs.Workers {
+	tb.Helper()
+	w := b.NewWorkers(tb, q)
+	if err := w.Start(b.Ctx); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = q.Stop(ctx)
+		_ = w.Stop(ctx)
 	})
+	return w
+}
+
+// StartQueue builds the queue and starts its workers, which stop when the
+// test ends.
+func (b *Bundle) StartQueue(tb testing.TB) *jobs.Queue {
+	tb.Helper()
+	q := b.NewQueue(tb)
+	b.StartWorkers(tb, q)
 	return q
 }
 
@@ -227,7 +257,7 @@ func (b *Bundle) RequireOneResultPerStep(tb testing.TB, ticketID string, jobID i
 			tb.Errorf("result %s belongs to job %d, want %d", r.Task, r.JobID, jobID)
 		}
 	}
-	for _, task := range jobs.TriageTasks {
+	for _, task := range desk.TriageTasks {
 		if perTask[task] != 1 {
 			tb.Errorf("ticket %s has %d %s results (all: %v), want 1", ticketID, perTask[task], task, perTask)
 		}

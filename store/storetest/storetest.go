@@ -5,8 +5,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +44,7 @@ func NewPool(tb testing.TB) *pgxpool.Pool {
 		tb.Fatalf("parse test database URL: %v", err)
 	}
 	config.MaxConns = 20
+	config.ConnConfig.Tracer = tripTracer{}
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
 		tb.Fatalf("open test pool: %v", err)
@@ -95,6 +99,90 @@ func NewURL(tb testing.TB) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// Trips counts the round trips to PostgreSQL that queries made with one
+// context: each query or statement sent alone is one, each batch one
+// however many statements it holds. Tests hold a use case to its budget
+// with it.
+type Trips struct {
+	mu    sync.Mutex
+	trips [][]string // the statements of each trip
+}
+
+type tripsKey struct{}
+
+// CountTrips returns a context whose queries, on a pool from NewPool, are
+// counted in the returned Trips. Queries made with other contexts (River's,
+// another test's) are not.
+func CountTrips(ctx context.Context) (context.Context, *Trips) {
+	t := &Trips{}
+	return context.WithValue(ctx, tripsKey{}, t), t
+}
+
+// N is the number of trips so far.
+func (t *Trips) N() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.trips)
+}
+
+// Reset forgets the trips so far.
+func (t *Trips) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.trips = nil
+}
+
+// String lists the trips, one a line, each with its statements' first words.
+func (t *Trips) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var b strings.Builder
+	for i, trip := range t.trips {
+		fmt.Fprintf(&b, "%d: %s\n", i+1, strings.Join(trip, " | "))
+	}
+	return b.String()
+}
+
+func (t *Trips) add(sqls ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	short := make([]string, len(sqls))
+	for i, s := range sqls {
+		s = strings.Join(strings.Fields(s), " ")
+		if len(s) > 60 {
+			s = s[:60] + "…"
+		}
+		short[i] = s
+	}
+	t.trips = append(t.trips, short)
+}
+
+// tripTracer tells Trips of the queries made with their contexts.
+type tripTracer struct{}
+
+func (tripTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if t, ok := ctx.Value(tripsKey{}).(*Trips); ok {
+		t.add(data.SQL)
+	}
+	return ctx
+}
+
+func (tripTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (tripTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	if t, ok := ctx.Value(tripsKey{}).(*Trips); ok {
+		sqls := make([]string, len(data.Batch.QueuedQueries))
+		for i, q := range data.Batch.QueuedQueries {
+			sqls[i] = q.SQL
+		}
+		t.add(sqls...)
+	}
+	return ctx
+}
+
+func (tripTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (tripTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 func randomHex(n int) string {
 	b := make([]byte, n)

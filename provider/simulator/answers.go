@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"helpdesk/jobs/provider"
+	"helpdesk/provider"
 )
 
 // EmbeddingDims is the length of the simulator's vectors.

@@ -1,10 +1,13 @@
-package jobs
+// Package backoff is exponential backoff with full jitter, shared by the queue's retry policies and the domain's waits.
+//
+// It is a folder of its own because both desk/ (how long a delivery waits
+// for a relay that is down) and jobs/ (River's retry policy) draw from it,
+// and neither may import the other's internals for it.
+package backoff
 
 import (
 	"math/rand/v2"
 	"time"
-
-	"github.com/riverqueue/river/rivertype"
 )
 
 // Backoff is exponential backoff with full jitter: after failure n the wait
@@ -45,10 +48,17 @@ func (b Backoff) SnoozeWait(n int, hint time.Duration) time.Duration {
 	return max(hint, half+time.Duration(b.rand(int64(half)+1)))
 }
 
-// NextRetry implements River's ClientRetryPolicy. job.Attempt is the attempt
-// that just failed; snoozes do not raise it, so they do not grow the wait.
-func (b Backoff) NextRetry(job *rivertype.JobRow) time.Time {
-	return time.Now().Add(b.Wait(job.Attempt))
+// Jitter adds up to a tenth of wait at random (and makes it at least a
+// millisecond), so that jobs told to wait the same time do not all come
+// back at once.
+func (b Backoff) Jitter(wait time.Duration) time.Duration {
+	wait = max(wait, time.Millisecond)
+	return wait + time.Duration(b.rand(int64(wait/10)+1))
+}
+
+// After is when to try again after failure n, from now.
+func (b Backoff) After(n int) time.Time {
+	return time.Now().Add(b.Wait(n))
 }
 
 func (b Backoff) rand(n int64) int64 {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/jobs/provider"
+	"helpdesk/provider"
 )
 
 // answering is a provider that always gives the same answer.
@@ -135,7 +135,7 @@ func TestRetryAfterAsHTTPDate(t *testing.T) {
 func TestRealProviderAnswersAreRead(t *testing.T) {
 	t.Parallel()
 	fixture := func(name string) string {
-		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "provider", name))
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "provider", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +180,7 @@ func TestClassifyChoosesOnlyTheTeamsThereAre(t *testing.T) {
 
 func TestConnectionsAreKeptBetweenCalls(t *testing.T) {
 	t.Parallel()
-	answer, err := os.ReadFile(filepath.Join("..", "..", "testdata", "provider", "chat_classify.json"))
+	answer, err := os.ReadFile(filepath.Join("..", "testdata", "provider", "chat_classify.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/jobs/provider"
-	"helpdesk/jobs/provider/simulator"
+	"helpdesk/provider"
+	"helpdesk/provider/simulator"
 )
 
 func start(t *testing.T, settings simulator.Settings) (*simulator.Running, *provider.Client) {

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"helpdesk/jobs/provider"
+	"helpdesk/provider"
 )
 
 // Mode is how the simulator answers.

@@ -1,0 +1,54 @@
+package desk
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"helpdesk/store"
+	"helpdesk/vocab"
+)
+
+// assignTx gives the ticket to the least busy active agent of its team
+// (fewest open and pending tickets; ties: assigned least recently), unless
+// it has an assignee already, in the caller's transaction: the one that
+// saves the team triage chose. It returns the agent, "" for none.
+func (d *Desk) assignTx(ctx context.Context, st *store.Store, ticketID, team string) (string, error) {
+	agent, err := st.AssignToTeam(ctx, ticketID, team)
+	if err != nil || agent == "" {
+		return "", err
+	}
+	return agent, event(ctx, st, ticketID, vocab.System, "assignee", "", agent)
+}
+
+// Autoclose closes the tickets solved before the time, each in a
+// transaction of its own with its event, and returns how many it closed.
+func (d *Desk) Autoclose(ctx context.Context, before time.Time) (int, error) {
+	closed := 0
+	for {
+		ids, err := store.New(d.pool).SolvedBefore(ctx, before, 100)
+		if err != nil {
+			return closed, err
+		}
+		if len(ids) == 0 {
+			return closed, nil
+		}
+		for _, id := range ids {
+			err := store.Run(ctx, d.pool, func(tx *store.Tx) error {
+				st := tx.Store()
+				t, err := st.LockTicket(ctx, id)
+				if err != nil {
+					return err
+				}
+				if t.Status != vocab.StatusSolved || t.SolvedAt == nil || !t.SolvedAt.Before(before) {
+					return nil // the customer wrote meanwhile
+				}
+				closed++
+				return setStatus(ctx, st, t, vocab.System, vocab.StatusClosed)
+			})
+			if err != nil {
+				return closed, fmt.Errorf("autoclose %s: %w", id, err)
+			}
+		}
+	}
+}

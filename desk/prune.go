@@ -1,0 +1,43 @@
+package desk
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"helpdesk/store"
+)
+
+// UploadRetention is how long an upload waits for a reply to send it.
+const UploadRetention = 24 * time.Hour
+
+// webhookEventRetention keeps delivered events for a look: deliveries end
+// within hours.
+const webhookEventRetention = 7 * 24 * time.Hour
+
+// Prune forgets what has outlived its use: Idempotency-Keys older than
+// retention, uploads no reply sent within UploadRetention (and contents
+// nothing refers to), acknowledgements too old to count toward their
+// limit, dispatched webhook events after a week.
+func (d *Desk) Prune(ctx context.Context, retention time.Duration) error {
+	st := store.New(d.pool)
+	n, err := st.PruneIdempotencyKeys(ctx, retention)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		d.log.InfoContext(ctx, "pruned expired idempotency keys", slog.Int64("deleted", n), slog.Duration("retention", retention))
+	}
+	uploads, contents, err := st.PruneAttachments(ctx, UploadRetention)
+	if err != nil {
+		return err
+	}
+	if uploads+contents > 0 {
+		d.log.InfoContext(ctx, "pruned unsent uploads", slog.Int64("uploads", uploads), slog.Int64("contents", contents))
+	}
+	if _, err = st.PruneAcknowledgements(ctx, AckWindow); err != nil {
+		return err
+	}
+	_, err = st.PruneWebhookEvents(ctx, webhookEventRetention)
+	return err
+}

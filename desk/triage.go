@@ -1,0 +1,188 @@
+package desk
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"helpdesk/provider"
+	"helpdesk/store"
+	"helpdesk/vocab"
+)
+
+// The triage steps, in the order they run.
+const (
+	TaskClassify   = "classify"
+	TaskDraftReply = "draft_reply"
+	TaskEmbed      = "embed"
+)
+
+// TriageTasks are the steps of a triage job, in order.
+var TriageTasks = []string{TaskClassify, TaskDraftReply, TaskEmbed}
+
+// Bounds of what a prompt carries of the conversation: the newest text
+// matters most, so the oldest is dropped.
+const (
+	maxPromptMessages = 16
+	maxPromptReplies  = 4
+	maxPromptBytes    = 16 << 10
+)
+
+// TriageInput is what a triage job's steps need.
+type TriageInput struct {
+	// Ticket is the ticket as the provider is told it: the subject, the
+	// customer's name, what the customer wrote (newest last) and what
+	// agents answered, each bounded, and the teams there are.
+	Ticket provider.Ticket
+	// Done are the steps the job has results for: a second delivery of
+	// the job skips them.
+	Done []string
+	// ProviderFree: the provider's row, read with the rest, lets the first
+	// call go without a read of its own.
+	ProviderFree bool
+}
+
+// TriageInput reads, in one round trip, what triage job jobID of the
+// ticket needs; ErrNotFound for a ticket that is gone. providerName is the
+// provider whose gate is read with it.
+func (d *Desk) TriageInput(ctx context.Context, jobID int64, ticketID, providerName string) (*TriageInput, error) {
+	var (
+		ticket   store.Ticket
+		customer store.Customer
+		in       TriageInput
+		reads    store.Batch
+	)
+	reads.GetTicket(ticketID, &ticket)
+	reads.CustomerOfTicket(ticketID, &customer)
+	reads.AIRunTasks(jobID, &in.Done)
+	reads.NewestBodies(ticketID, vocab.DirectionInbound, maxPromptMessages, &in.Ticket.Messages)
+	reads.NewestBodies(ticketID, vocab.DirectionOutbound, maxPromptReplies, &in.Ticket.AgentReplies)
+	reads.Teams(&in.Ticket.Teams)
+	reads.ProviderFree(providerName, &in.ProviderFree)
+	if err := store.New(d.pool).Send(ctx, &reads); err != nil {
+		return nil, err
+	}
+	pt := &in.Ticket
+	pt.ID, pt.Subject, pt.CustomerName = ticket.ID, ticket.Subject, customer.Name
+	if ticket.Team != nil {
+		pt.Team = *ticket.Team
+	}
+	pt.Messages = keepNewest(pt.Messages, maxPromptBytes)
+	pt.AgentReplies = keepNewest(pt.AgentReplies, maxPromptBytes/4)
+	return &in, nil
+}
+
+// keepNewest drops the oldest texts, and cuts the oldest one kept from the
+// front, so that the texts together fit in limit bytes.
+func keepNewest(texts []string, limit int) []string {
+	total := 0
+	for i := len(texts) - 1; i >= 0; i-- {
+		if total+len(texts[i]) > limit {
+			cut := texts[i][len(texts[i])-(limit-total):]
+			return append([]string{strings.ToValidUTF8(cut, "")}, texts[i+1:]...)
+		}
+		total += len(texts[i])
+	}
+	return texts
+}
+
+// TriageResult is what one step of a triage job found.
+type TriageResult struct {
+	JobID    int64
+	TicketID string
+	Task     string // one of TriageTasks
+	Output   string // what ai_runs keeps of it
+	Call     provider.Call
+
+	// One of them, by Task.
+	Classification *provider.Classification
+	Draft          string
+	Embedding      []float32
+
+	// Last: no step follows; the ticket is triaged with this one.
+	Last bool
+	// ProviderName is the provider whose gate is read with the save, so
+	// that the next step's call needs no read of its own.
+	ProviderName string
+}
+
+// SaveTriageStep records a step's result and applies it to the ticket in
+// one transaction: classify sets team and priority (and, with AutoAssign,
+// gives the ticket to the team's least busy agent), draft_reply the
+// draft (unless a newer job replaced this one), embed the vector. If
+// another delivery of the job saved this step first, the insert adds
+// nothing, the ticket is left as that delivery set it, and nobody is told
+// again: the delivery that saves the last result records ticket.triaged
+// and notifies the agents, once. It reports whether the provider is free
+// for the next call.
+//
+// River completes the job when the worker returns, with other jobs'
+// completions in one statement; completing it in this transaction made
+// PostgreSQL plan River's completion query anew for every ticket. A job
+// whose worker dies between this commit and River's completion is handed
+// back and finds nothing left to do.
+func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, err error) {
+	var inserted bool
+	err = store.Run(ctx, d.pool, func(tx *store.Tx) error {
+		var first store.Batch
+		first.InsertAIRun(&store.InsertAIRunParams{
+			JobID:            r.JobID,
+			TicketID:         r.TicketID,
+			Task:             r.Task,
+			Output:           r.Output,
+			Model:            r.Call.Model,
+			LatencyMS:        int(r.Call.Latency.Milliseconds()),
+			PromptTokens:     r.Call.PromptTokens,
+			CompletionTokens: r.Call.CompletionTokens,
+		}, &inserted)
+		if !r.Last {
+			first.ProviderFree(r.ProviderName, &free)
+		}
+		st := tx.Store()
+		if err := st.Send(ctx, &first); err != nil || !inserted {
+			return err
+		}
+		switch r.Task {
+		case TaskClassify:
+			if err := st.SetTicketClassification(ctx, r.TicketID, r.Classification.Team, r.Classification.Priority); err != nil {
+				return err
+			}
+			if d.config.AutoAssign {
+				if _, err := d.assignTx(ctx, st, r.TicketID, r.Classification.Team); err != nil {
+					return err
+				}
+			}
+		case TaskDraftReply:
+			if err := st.SetTicketDraftReply(ctx, r.TicketID, r.Draft, r.JobID); err != nil {
+				return err
+			}
+		case TaskEmbed:
+			if err := st.SetTicketEmbedding(ctx, r.TicketID, r.Embedding); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("unknown triage task %q", r.Task)
+		}
+		if !r.Last {
+			return nil
+		}
+		if err := d.notifyTx(ctx, tx, r.TicketID, r.JobID); err != nil {
+			return err
+		}
+		return d.triagedTx(ctx, st, r.TicketID, r.JobID)
+	})
+	if err != nil {
+		return false, fmt.Errorf("save %s of job %d: %w", r.Task, r.JobID, err)
+	}
+	return free, nil
+}
+
+// triagedTx records ticket.triaged when a triage job completes, in its
+// transaction.
+func (d *Desk) triagedTx(ctx context.Context, st *store.Store, ticketID string, jobID int64) error {
+	t, err := st.GetTicket(ctx, ticketID)
+	if err != nil {
+		return err
+	}
+	return emit(ctx, st, EventTicketTriaged, TicketTriaged{TicketID: t.ID, Team: t.Team, Priority: t.Priority, Assignee: t.Assignee, JobID: jobID})
+}

@@ -1,0 +1,168 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Tx is a unit of work: a transaction that costs no round trip of its own.
+// BEGIN goes to the database with its first statements, and statements
+// queued with Later wait for its next trip (any query, a batch, River's
+// insert, or the commit), so that writes whose answer nothing waits for
+// ride along with the next read. Every query of the store is defined once,
+// as a batch method; a Store over a Tx sends them this way.
+//
+// A Tx is used by one goroutine. Commit or Rollback ends it.
+type Tx struct {
+	pool  *pgxpool.Pool
+	tx    pgx.Tx // nil until the first trip begins it
+	later Batch
+	done  bool
+}
+
+// Begin returns a unit of work on pool; nothing is sent yet.
+func Begin(pool *pgxpool.Pool) *Tx { return &Tx{pool: pool} }
+
+// Run runs fn in a unit of work and commits it; an error from fn, or from
+// the commit, rolls it back and is returned.
+func Run(ctx context.Context, pool *pgxpool.Pool, fn func(tx *Tx) error) error {
+	tx := Begin(pool)
+	defer tx.Rollback(context.WithoutCancel(ctx)) // nothing after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// Store is the store's queries in this transaction.
+func (t *Tx) Store() *Store { return New(t) }
+
+// Later queues statements to go with the transaction's next round trip;
+// what they read is there when that trip is back. Their errors are that
+// trip's.
+func (t *Tx) Later(queue func(b *Batch)) { queue(&t.later) }
+
+// send makes one round trip, if there is anything to send: BEGIN if the
+// transaction has not begun, what waits, then more. begin sends BEGIN
+// alone when there is nothing else.
+func (t *Tx) send(ctx context.Context, more *Batch, begin bool) error {
+	if t.done {
+		return errors.New("store: the transaction is over")
+	}
+	for _, b := range []*Batch{&t.later, more} {
+		if b != nil && b.err != nil {
+			return b.err
+		}
+	}
+	waiting := t.later.b.QueuedQueries
+	if more != nil {
+		waiting = append(waiting, more.b.QueuedQueries...)
+	}
+	t.later = Batch{}
+	if len(waiting) == 0 && (t.tx != nil || !begin) {
+		return nil
+	}
+	var b pgx.Batch
+	if t.tx == nil {
+		b.BeginTx(pgx.TxOptions{})
+	}
+	b.QueuedQueries = append(b.QueuedQueries, waiting...)
+	if t.tx != nil {
+		return batchError(t.tx.SendBatch(ctx, &b).Close())
+	}
+	br := t.pool.SendBatch(ctx, &b)
+	t.tx = br.Tx()
+	if err := br.Close(); err != nil {
+		return batchError(err)
+	}
+	if t.tx == nil {
+		return errors.New("store: the transaction did not begin")
+	}
+	return nil
+}
+
+// begun makes sure the transaction has begun and nothing waits.
+func (t *Tx) begun(ctx context.Context) (pgx.Tx, error) {
+	if err := t.send(ctx, nil, true); err != nil {
+		return nil, err
+	}
+	return t.tx, nil
+}
+
+// Pgx is the transaction for code that needs pgx's own (River's
+// InsertTx): begun, with nothing waiting.
+func (t *Tx) Pgx(ctx context.Context) (pgx.Tx, error) { return t.begun(ctx) }
+
+// Commit sends what waits and commits. A unit of work that never went to
+// the database has nothing to commit.
+func (t *Tx) Commit(ctx context.Context) error {
+	if err := t.send(ctx, nil, false); err != nil {
+		return err
+	}
+	t.done = true
+	if t.tx == nil {
+		return nil
+	}
+	if err := t.tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", interpretError(err))
+	}
+	return nil
+}
+
+// Rollback ends the transaction without its changes; what waits is
+// dropped. After Commit it does nothing.
+func (t *Tx) Rollback(ctx context.Context) error {
+	if t.done {
+		return nil
+	}
+	t.done, t.later = true, Batch{}
+	if t.tx == nil {
+		return nil
+	}
+	return t.tx.Rollback(ctx)
+}
+
+// Exec runs a statement in the transaction, after what waits.
+func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tx, err := t.begun(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return tx.Exec(ctx, sql, args...)
+}
+
+// Query runs a query in the transaction, after what waits.
+func (t *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	tx, err := t.begun(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Query(ctx, sql, args...)
+}
+
+// QueryRow runs a query of one row in the transaction, after what waits.
+func (t *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	tx, err := t.begun(ctx)
+	if err != nil {
+		return errRow{err}
+	}
+	return tx.QueryRow(ctx, sql, args...)
+}
+
+// SendBatch sends b in the transaction, after what waits, in one trip.
+func (t *Tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	tx, err := t.begun(ctx)
+	if err != nil {
+		return pgx.FailedBatchResults(b, err)
+	}
+	return tx.SendBatch(ctx, b)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }

@@ -1,0 +1,125 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"helpdesk/store"
+	"helpdesk/store/storetest"
+	"helpdesk/vocab"
+)
+
+func TestTx(t *testing.T) {
+	t.Parallel()
+	pool := storetest.NewPool(t)
+	st := store.New(pool)
+	if _, err := st.InsertCustomer(context.Background(), &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	tickets := func(t *testing.T) (n int) {
+		t.Helper()
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM tickets`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	t.Run("BeginGoesWithTheFirstStatementsAndLaterWithTheNext", func(t *testing.T) {
+		ctx, trips := storetest.CountTrips(context.Background())
+		var claim store.Claim
+		var ticket store.Ticket
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			tx.Later(func(b *store.Batch) {
+				b.ClaimIdempotencyKey("customer:C-0001", "t1", []byte("fp"), time.Hour, &claim)
+			})
+			if trips.N() != 0 {
+				t.Errorf("Later went to the database at once:\n%s", trips)
+			}
+			got, err := tx.Store().GetCustomer(ctx, "C-0001")
+			if err != nil || got.Name != "Ada" || !claim.Claimed {
+				t.Errorf("read %+v (%v), claimed %v: want the customer and the claim done with it", got, err, claim.Claimed)
+			}
+			tx.Later(func(b *store.Batch) {
+				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Later"}, &ticket)
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// BEGIN with the claim and the read; the insert with… the commit's own trip.
+		if trips.N() != 3 || ticket.ID == "" {
+			t.Errorf("%d trips, ticket %q; want 3 (BEGIN+claim+read, insert, COMMIT) and the ticket written:\n%s", trips.N(), ticket.ID, trips)
+		}
+	})
+
+	t.Run("AUnitOfWorkThatNeverWentOutCostsNothing", func(t *testing.T) {
+		ctx, trips := storetest.CountTrips(context.Background())
+		if err := store.Run(ctx, pool, func(*store.Tx) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if trips.N() != 0 {
+			t.Errorf("an empty unit of work made %d trips:\n%s", trips.N(), trips)
+		}
+	})
+
+	t.Run("RollbackDropsWhatWaitsAndWhatWasSent", func(t *testing.T) {
+		before := tickets(t)
+		ctx := context.Background()
+		var sent, waiting store.Ticket
+		boom := errors.New("boom")
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			var b store.Batch
+			b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Sent"}, &sent)
+			if err := tx.Store().Send(ctx, &b); err != nil {
+				return err
+			}
+			tx.Later(func(b *store.Batch) {
+				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Waiting"}, &waiting)
+			})
+			return boom
+		})
+		if !errors.Is(err, boom) || tickets(t) != before || waiting.ID != "" {
+			t.Errorf("err %v, %d tickets (want %d), waiting %q: want nothing kept", err, tickets(t), before, waiting.ID)
+		}
+	})
+
+	t.Run("DirectQueriesSeeWhatWaited", func(t *testing.T) {
+		ctx := context.Background()
+		tx := store.Begin(pool)
+		defer tx.Rollback(ctx)
+		var ticket store.Ticket
+		tx.Later(func(b *store.Batch) {
+			b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Seen"}, &ticket)
+		})
+		locked, err := tx.Store().LockTicket(ctx, ticket.ID)
+		if err == nil || locked != nil {
+			// ticket.ID is read before the insert went out: "" locks nothing.
+			t.Errorf("locked %v (%v) with an id not yet known", locked, err)
+		}
+		if ticket.ID == "" {
+			t.Fatal("the waiting insert did not go out with the lock")
+		}
+		msg, err := tx.Store().InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionNote, Author: vocab.System, Body: "n"})
+		if err != nil || msg.TicketID != ticket.ID {
+			t.Errorf("message %+v (%v) on the ticket written in this transaction", msg, err)
+		}
+	})
+
+	t.Run("ErrorsOfWhatWaitedAreTheNextTrips", func(t *testing.T) {
+		ctx := context.Background()
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			var ticket store.Ticket
+			tx.Later(func(b *store.Batch) {
+				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-9999", Subject: "Nobody's"}, &ticket)
+			})
+			_, err := tx.Store().GetCustomer(ctx, "C-0001")
+			return err
+		})
+		if !errors.Is(err, store.ErrUnknownCustomer) {
+			t.Errorf("err = %v, want the waiting insert's ErrUnknownCustomer", err)
+		}
+	})
+}
