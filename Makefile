@@ -51,3 +51,7 @@ build:
 ## build-demo: bin/helpdesk-demo, the binary with the demo and the burst
 build-demo:
 	go build $(DEMO) -buildvcs=auto -o bin/helpdesk-demo ./cmd/helpdesk
+
+## docs: docs/configuration.md, generated from the settings' declarations
+docs:
+	go test ./cmd/helpdesk -run TestConfigurationReference -update

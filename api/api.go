@@ -17,16 +17,16 @@ import (
 	"helpdesk/desk"
 	"helpdesk/jobs"
 	"helpdesk/metrics"
+	"helpdesk/settings"
 	"helpdesk/vocab"
 )
 
 // Config is what the API needs.
 type Config struct {
-	Logger               *slog.Logger
-	Pool                 *pgxpool.Pool
-	Queue                *jobs.Queue
-	Desk                 *desk.Desk
-	IdempotencyRetention time.Duration // how long an Idempotency-Key replays; default 24h
+	Logger *slog.Logger
+	Pool   *pgxpool.Pool
+	Queue  *jobs.Queue
+	Desk   *desk.Desk
 	// RequestTimeout bounds a request, its transaction included: past it
 	// the request's context ends, the transaction rolls back and the
 	// caller gets 503. Default 15s.
@@ -48,36 +48,24 @@ const readyTimeout = time.Second
 
 // Server is the HTTP API.
 type Server struct {
-	logger    *slog.Logger
-	pool      *pgxpool.Pool
-	queue     *jobs.Queue
-	desk      *desk.Desk
-	retention time.Duration
-	timeout   time.Duration
-	limiter   *keyLimiter
-	mux       *http.ServeMux
-	ui        *riverui.Handler // nil when the UI is not mounted
-	routes    []string         // "METHOD /pattern" of every operation
+	logger  *slog.Logger
+	pool    *pgxpool.Pool
+	queue   *jobs.Queue
+	desk    *desk.Desk
+	timeout time.Duration
+	limiter *keyLimiter
+	mux     *http.ServeMux
+	ui      *riverui.Handler // nil when the UI is not mounted
+	routes  []string         // "METHOD /pattern" of every operation
 }
 
 // New returns the API; MountUI adds River UI.
 func New(config Config) *Server {
-	s := &Server{logger: config.Logger, pool: config.Pool, queue: config.Queue, desk: config.Desk, retention: config.IdempotencyRetention,
+	settings.Defaults(config.Settings())
+	s := &Server{logger: config.Logger, pool: config.Pool, queue: config.Queue, desk: config.Desk,
 		timeout: config.RequestTimeout, mux: http.NewServeMux()}
 	if s.logger == nil {
 		s.logger = slog.Default()
-	}
-	if s.retention <= 0 {
-		s.retention = 24 * time.Hour
-	}
-	if s.timeout <= 0 {
-		s.timeout = 15 * time.Second
-	}
-	if config.RatePerKey <= 0 {
-		config.RatePerKey = 20
-	}
-	if config.BurstPerKey <= 0 {
-		config.BurstPerKey = 40
 	}
 	s.limiter = newKeyLimiter(config.RatePerKey, config.BurstPerKey)
 	// healthz says the process runs; readyz that it can serve, PostgreSQL included.

@@ -67,11 +67,12 @@ func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who vocab.Ac
 	}
 	fp := fingerprint(r, canonical)
 	actor := who.String()
+	retention := s.desk.IdempotencyRetention()
 
 	// A repeat of a finished request is answered from a plain read: replays
 	// then neither write nor queue up behind the key's row lock.
 	if key != "" {
-		prior, err := store.New(s.pool).GetIdempotencyKey(ctx, actor, key, s.retention)
+		prior, err := store.New(s.pool).GetIdempotencyKey(ctx, actor, key, retention)
 		switch {
 		case err == nil && prior.Status != 0:
 			return replay(w, prior, fp)
@@ -88,7 +89,7 @@ func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who vocab.Ac
 	)
 	err = store.Run(ctx, s.pool, func(tx *store.Tx) error {
 		if key != "" {
-			tx.Later(func(b *store.Batch) { b.ClaimIdempotencyKey(actor, key, fp, s.retention, &claim) })
+			tx.Later(func(b *store.Batch) { b.ClaimIdempotencyKey(actor, key, fp, retention, &claim) })
 		}
 		st, body, err := create(ctx, tx)
 		if key == "" {
@@ -105,7 +106,7 @@ func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who vocab.Ac
 		if !claim.Claimed {
 			// A copy raced us and committed first: its answer is ours, and
 			// what this one did is rolled back.
-			if prior, err = tx.Store().GetIdempotencyKey(ctx, actor, key, s.retention); err != nil {
+			if prior, err = tx.Store().GetIdempotencyKey(ctx, actor, key, retention); err != nil {
 				return err
 			}
 			return errLostRace

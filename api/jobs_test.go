@@ -36,7 +36,8 @@ func setup(t *testing.T) *apiBundle {
 
 func serveAPI(t testing.TB, b *jobstest.Bundle, q *jobs.Queue, retention time.Duration) *apiBundle {
 	t.Helper()
-	return serveAPIWith(t, b, q, api.Config{IdempotencyRetention: retention})
+	b.DeskConfig.IdempotencyRetention = retention
+	return serveAPIWith(t, b, q, api.Config{})
 }
 
 // serveAPIWith serves the API with config; its rate per key is unlimited

@@ -22,6 +22,7 @@ import (
 
 	"helpdesk/backoff"
 	"helpdesk/mail"
+	"helpdesk/settings"
 	"helpdesk/store"
 )
 
@@ -52,9 +53,15 @@ type Config struct {
 	MailDomain string        // Message-IDs are minted on it; default helpdesk.localhost
 	From       *mail.Address // the From of every reply; default Support <support@MailDomain>
 	// ReplyAddresses signs the Reply-To of mail to agents, so that their
-	// answers come back as theirs; nil: mail to agents has no Reply-To,
-	// and mail to such an address is no agent's answer.
-	ReplyAddresses *mail.ReplyAddresses
+	// answers come back as theirs; nil: made from ReplySecret at the
+	// support address, or, without a secret, mail to agents has no
+	// Reply-To and mail to such an address is no agent's answer.
+	ReplyAddresses      *mail.ReplyAddresses
+	ReplySecret         string
+	ReplySecretPrevious []string
+	// IdempotencyRetention is how long an Idempotency-Key replays its
+	// first answer; Prune forgets older keys. Default 24h.
+	IdempotencyRetention time.Duration
 	// Domains are the support domains whose addresses take mail; default
 	// MailDomain.
 	Domains []string
@@ -81,17 +88,18 @@ type DeliveryConfig struct {
 	// Sender takes the mail: a relay, or a Maildir that keeps it. Nil:
 	// this process delivers nothing.
 	Sender mail.Sender
-	// Backoff spaces the attempts of an email, and the pauses of a relay
-	// that is down; default 5s to 15m.
+	// Backoff spaces the pauses of a relay that is down, as the email
+	// queue spaces its retries: the command gives the queue's
+	// (jobs.Config.EmailBackoff).
 	Backoff backoff.Backoff
 	// GiveUpAfter fails an email still undelivered this long after it
-	// was written; default 72h.
+	// was written.
 	GiveUpAfter time.Duration
 	// DelayNotice shows an email undelivered this long as delayed, with a
-	// note on its ticket; default 30m.
+	// note on its ticket.
 	DelayNotice time.Duration
 	// Lease is how long a probe of a relay that was down may take: one
-	// attempt. Default 90s.
+	// attempt, the email queue's timeout (jobs.Config.EmailTimeout).
 	Lease time.Duration
 }
 
@@ -105,9 +113,11 @@ type Desk struct {
 
 // New returns the use cases over pool, queueing their work with jobs.
 func New(pool *pgxpool.Pool, jobs Enqueuer, config Config) *Desk {
-	if config.MailDomain == "" {
-		config.MailDomain = "helpdesk.localhost"
+	if config.Ack != nil {
+		ack := *config.Ack // the caller's stays as it was
+		config.Ack = &ack
 	}
+	settings.Defaults(config.Settings())
 	domains := config.Domains
 	if len(domains) == 0 {
 		domains = []string{config.MailDomain}
@@ -116,46 +126,28 @@ func New(pool *pgxpool.Pool, jobs Enqueuer, config Config) *Desk {
 	for i, d := range domains {
 		config.Domains[i] = strings.ToLower(d)
 	}
-	if config.SuppressFor <= 0 {
-		config.SuppressFor = 30 * 24 * time.Hour
-	}
-	if config.Ack != nil {
-		ack := *config.Ack
-		if ack.Template == nil {
-			ack.Template = template.Must(ParseAckTemplate(DefaultAckTemplate))
-		}
-		if ack.MaxPerDay <= 0 {
-			ack.MaxPerDay = 3
-		}
-		config.Ack = &ack
-	}
-	if config.AttachmentMaxBytes <= 0 {
-		config.AttachmentMaxBytes = DefaultAttachmentMaxBytes
+	if config.Ack != nil && config.Ack.Template == nil {
+		config.Ack.Template = template.Must(ParseAckTemplate(DefaultAckTemplate))
 	}
 	if config.From == nil {
 		config.From = &mail.Address{Name: "Support", Address: "support@" + config.MailDomain}
 	}
-	dc := &config.Delivery
-	if dc.Backoff.Base <= 0 {
-		dc.Backoff.Base = 5 * time.Second
-	}
-	if dc.Backoff.Cap <= 0 {
-		dc.Backoff.Cap = 15 * time.Minute
-	}
-	if dc.GiveUpAfter <= 0 {
-		dc.GiveUpAfter = 72 * time.Hour
-	}
-	if dc.DelayNotice <= 0 {
-		dc.DelayNotice = 30 * time.Minute
-	}
-	if dc.Lease <= 0 {
-		dc.Lease = 90 * time.Second
+	if config.ReplyAddresses == nil && config.ReplySecret != "" {
+		local, domain, _ := strings.Cut(config.From.Address, "@")
+		config.ReplyAddresses = &mail.ReplyAddresses{Local: local, Domain: domain, Secret: []byte(config.ReplySecret)}
+		for _, p := range config.ReplySecretPrevious {
+			config.ReplyAddresses.Previous = append(config.ReplyAddresses.Previous, []byte(p))
+		}
 	}
 	if config.Logger == nil {
 		config.Logger = slog.Default()
 	}
 	return &Desk{pool: pool, jobs: jobs, config: config, log: config.Logger}
 }
+
+// IdempotencyRetention is how long an Idempotency-Key replays its first
+// answer.
+func (d *Desk) IdempotencyRetention() time.Duration { return d.config.IdempotencyRetention }
 
 // TeamName is what a team may be called, as agent_teams' CHECK has it.
 var TeamName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)

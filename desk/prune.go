@@ -16,10 +16,11 @@ const UploadRetention = 24 * time.Hour
 const webhookEventRetention = 7 * 24 * time.Hour
 
 // Prune forgets what has outlived its use: Idempotency-Keys older than
-// retention, uploads no reply sent within UploadRetention (and contents
+// IdempotencyRetention, uploads no reply sent within UploadRetention (and contents
 // nothing refers to), acknowledgements too old to count toward their
 // limit, dispatched webhook events after a week.
-func (d *Desk) Prune(ctx context.Context, retention time.Duration) error {
+func (d *Desk) Prune(ctx context.Context) error {
+	retention := d.config.IdempotencyRetention
 	st := store.New(d.pool)
 	n, err := st.PruneIdempotencyKeys(ctx, retention)
 	if err != nil {

@@ -15,24 +15,39 @@ import (
 
 	"helpdesk/desk"
 	"helpdesk/metrics"
+	"helpdesk/settings"
 )
 
-// ServerConfig limits what the listener takes.
+// ServerConfig is where the listener listens and what it takes; zero
+// values take the defaults of Settings.
 type ServerConfig struct {
+	Addr          string // where to listen; "" for no inbound mail (a command's setting)
 	Domain        string // the name in the greeting
 	LMTP          bool   // speak LMTP (RFC 2033), for a Postfix in front
-	MaxBytes      int64  // the largest message; default 25 MiB
+	MaxBytes      int64  // the largest message
 	MaxRecipients int    // default 50
 	// Timeout bounds each read and write, and the storing of a message.
 	// Default 5m.
 	Timeout time.Duration
 	// MessageTimeout bounds a whole message, from the connection or its
 	// MAIL command to the final reply, however slowly the client sends.
-	// Default 5m.
 	MessageTimeout time.Duration
 	// MaxSessions is how many sessions run at once; a connection past it
-	// is answered 421 4.3.2 and closed. Default 100.
+	// is answered 421 4.3.2 and closed.
 	MaxSessions int
+}
+
+// Settings declares the listener's settings.
+func (c *ServerConfig) Settings() []settings.Setting {
+	return []settings.Setting{
+		settings.HostPort(&c.Addr, "HELPDESK_INBOUND_ADDR", "inbound-addr", "", "address of the inbound SMTP (or LMTP) listener; unset: none"),
+		settings.Bool(&c.LMTP, "HELPDESK_INBOUND_LMTP", "inbound-lmtp", "0", "1: speak LMTP (RFC 2033) on the inbound listener, for a Postfix in front"),
+		settings.Int64(&c.MaxBytes, "HELPDESK_INBOUND_MAX_BYTES", "inbound-max-bytes", "31457280",
+			"the largest inbound message (a 20 MiB file takes 27 MiB in mail); larger ones get 552 5.3.4"),
+		settings.Duration(&c.MessageTimeout, "HELPDESK_INBOUND_TIMEOUT", "inbound-timeout", "5m",
+			"how long one inbound message may take, from the connection or MAIL to the final reply"),
+		settings.Int(&c.MaxSessions, "HELPDESK_INBOUND_MAX_SESSIONS", "inbound-max-sessions", "100", "inbound SMTP sessions at once; more are answered 421 4.3.2"),
+	}
 }
 
 // Server is the inbound SMTP (or LMTP) server.
@@ -44,20 +59,12 @@ type Server struct {
 // NewServer returns a server that hands each message to the receiver and
 // answers 250 only once it is committed.
 func NewServer(rc *Receiver, config ServerConfig) *Server {
-	if config.MaxBytes <= 0 {
-		config.MaxBytes = 25 << 20
-	}
+	settings.Defaults(config.Settings())
 	if config.MaxRecipients <= 0 {
 		config.MaxRecipients = 50
 	}
 	if config.Timeout <= 0 {
 		config.Timeout = 5 * time.Minute
-	}
-	if config.MessageTimeout <= 0 {
-		config.MessageTimeout = 5 * time.Minute
-	}
-	if config.MaxSessions <= 0 {
-		config.MaxSessions = 100
 	}
 	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
 		sc, _ := c.Conn().(*sessionConn)

@@ -21,21 +21,6 @@ type BreakerConfig struct {
 	ProbeMax time.Duration // each failed probe doubles the wait, up to this; default 2m
 }
 
-func (c *BreakerConfig) setDefaults() {
-	if c.Failures <= 0 {
-		c.Failures = 10
-	}
-	if c.Window <= 0 {
-		c.Window = 30 * time.Second
-	}
-	if c.ProbeMin <= 0 {
-		c.ProbeMin = 5 * time.Second
-	}
-	if c.ProbeMax < c.ProbeMin {
-		c.ProbeMax = max(2*time.Minute, c.ProbeMin)
-	}
-}
-
 // paceMaxWait is how long a worker waits for its turn to call the
 // provider before it gives the job back to the queue (without spending an
 // attempt) to come back at its turn.

@@ -35,10 +35,9 @@ const maintenanceTimeout = 30 * time.Second
 
 type pruneWorker struct {
 	river.WorkerDefaults[PruneArgs]
-	desk      *desk.Desk
-	retention time.Duration
+	desk *desk.Desk
 }
 
 func (w *pruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
-	return w.desk.Prune(ctx, w.retention)
+	return w.desk.Prune(ctx)
 }

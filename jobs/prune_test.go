@@ -11,7 +11,7 @@ import (
 func TestExpiredIdempotencyKeysArePrunedByThePeriodicJob(t *testing.T) {
 	t.Parallel()
 	b := jobstest.Setup(t)
-	b.Config.IdempotencyRetention = time.Hour
+	b.DeskConfig.IdempotencyRetention = time.Hour
 	if _, err := b.Pool.Exec(b.Ctx, `INSERT INTO idempotency_keys (actor, key, fingerprint, created_at) VALUES
 		('customer:C-0001', 'old', '\x00', now() - interval '2 hours'), ('customer:C-0001', 'new', '\x00', now())`); err != nil {
 		t.Fatal(err)

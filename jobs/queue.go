@@ -20,6 +20,7 @@ import (
 	"helpdesk/backoff"
 	"helpdesk/desk"
 	"helpdesk/provider"
+	"helpdesk/settings"
 	"helpdesk/store"
 )
 
@@ -42,10 +43,6 @@ type Config struct {
 	// wait behind triage.
 	TriageWorkers int // default 50: they mostly wait on the provider
 	EmailWorkers  int // default 20
-
-	// IdempotencyRetention is how long an Idempotency-Key is kept; a
-	// periodic job prunes older ones. Default 24h.
-	IdempotencyRetention time.Duration
 
 	// Mail: mail goes out (the workers' desk has a sender), so email jobs
 	// may be queued; without it, queueing one is desk.ErrNoRelay.
@@ -87,29 +84,20 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	setDuration(&c.TriageBackoff.Base, 2*time.Second)
-	setDuration(&c.TriageBackoff.Cap, 60*time.Second)
-	setInt(&c.TriageMaxAttempts, 5)
-	c.Breaker.setDefaults()
-	setInt(&c.TriageWorkers, DefaultTriageWorkers)
-	setInt(&c.EmailWorkers, DefaultEmailWorkers)
-	setDuration(&c.AutocloseAfter, 168*time.Hour)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	setDuration(&c.IdempotencyRetention, 24*time.Hour)
-	setDuration(&c.EmailBackoff.Base, 5*time.Second)
-	setDuration(&c.EmailBackoff.Cap, 15*time.Minute)
-	setInt(&c.EmailMaxAttempts, 8)
+	settings.Defaults(c.Settings())
+	setDuration(&c.TriageTimeout, 45*time.Second)
+	setDuration(&c.RescueStuckJobsAfter, c.LongestJobTimeout()+30*time.Second)
+	// Webhook deliveries are not configured: their receivers are the
+	// ones who wait.
 	setInt(&c.WebhookMaxAttempts, 10)
 	setDuration(&c.WebhookBackoff.Base, 5*time.Second)
 	setDuration(&c.WebhookBackoff.Cap, time.Hour)
 	setDuration(&c.WebhookTimeout, 10*time.Second)
 	setInt(&c.WebhookWorkers, 10)
 	setDuration(&c.WebhookPoll, 500*time.Millisecond)
-	setDuration(&c.TriageTimeout, 45*time.Second)
-	setDuration(&c.EmailTimeout, 90*time.Second)
-	setDuration(&c.RescueStuckJobsAfter, c.LongestJobTimeout()+30*time.Second)
 	setDuration(&c.FetchCooldown, DefaultFetchCooldown)
 }
 

@@ -57,7 +57,7 @@ func NewWorkers(pool *pgxpool.Pool, queue *Queue, d *desk.Desk) (*Workers, error
 	add := []func() error{
 		func() error { return river.AddWorkerSafely(workers, w.triage) },
 		func() error {
-			return river.AddWorkerSafely(workers, &pruneWorker{desk: d, retention: config.IdempotencyRetention})
+			return river.AddWorkerSafely(workers, &pruneWorker{desk: d})
 		},
 		func() error { return river.AddWorkerSafely(workers, w.autoclose) },
 		func() error {
@@ -87,7 +87,7 @@ func NewWorkers(pool *pgxpool.Pool, queue *Queue, d *desk.Desk) (*Workers, error
 			river.QueueDefault: {MaxWorkers: 2},
 		},
 		Workers:              workers,
-		PeriodicJobs:         []*river.PeriodicJob{pruneSchedule(config.IdempotencyRetention), autocloseSchedule(config.AutocloseAfter)},
+		PeriodicJobs:         []*river.PeriodicJob{pruneSchedule(d.IdempotencyRetention()), autocloseSchedule(config.AutocloseAfter)},
 		RetryPolicy:          retryPolicy{config.TriageBackoff},
 		MaxAttempts:          config.TriageMaxAttempts,
 		FetchPollInterval:    config.FetchPollInterval,

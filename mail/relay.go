@@ -48,11 +48,12 @@ type Relay struct {
 	auth        func() sasl.Client
 }
 
-// NewRelay checks the configuration.
+// NewRelay checks the configuration. Its errors never hold the URL: it
+// may carry a password.
 func NewRelay(config RelayConfig) (*Relay, error) {
 	u, err := url.Parse(config.URL)
 	if err != nil {
-		return nil, fmt.Errorf("HELPDESK_SMTP_URL: %w", err)
+		return nil, errors.New("a URL such as smtp://user:pass@host:587 (a password with reserved characters must be percent-encoded)")
 	}
 	r := &Relay{config: config, host: u.Hostname(), tlsMode: "opportunistic"}
 	switch u.Scheme {
@@ -60,10 +61,10 @@ func NewRelay(config RelayConfig) (*Relay, error) {
 	case "smtps":
 		r.implicitTLS = true
 	default:
-		return nil, fmt.Errorf("HELPDESK_SMTP_URL: scheme %q: want smtp or smtps", u.Scheme)
+		return nil, fmt.Errorf("a URL of scheme smtp or smtps, not %q", u.Scheme)
 	}
 	if r.host == "" {
-		return nil, errors.New("HELPDESK_SMTP_URL: no host")
+		return nil, errors.New("a URL with a host, such as smtp://host:587")
 	}
 	port := u.Port()
 	if port == "" {
@@ -75,13 +76,13 @@ func NewRelay(config RelayConfig) (*Relay, error) {
 	case "required", "none":
 		r.tlsMode = mode
 	default:
-		return nil, fmt.Errorf("HELPDESK_SMTP_URL: tls=%q: want required, opportunistic or none", mode)
+		return nil, fmt.Errorf("tls=required, opportunistic or none, not tls=%q", mode)
 	}
 	if u.User != nil {
 		user := u.User.Username()
 		pass, _ := u.User.Password()
 		if !r.implicitTLS && r.tlsMode == "none" && !isLoopback(r.host) {
-			return nil, errors.New("HELPDESK_SMTP_URL: refusing to send a password without TLS; drop tls=none")
+			return nil, errors.New("no password without TLS: drop tls=none")
 		}
 		r.auth = func() sasl.Client { return sasl.NewPlainClient("", user, pass) }
 	}

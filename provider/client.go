@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"helpdesk/settings"
 	"io"
 	"math"
 	"net/http"
@@ -27,7 +28,18 @@ type Config struct {
 	APIKey     string        // sent as a bearer token when set
 	ChatModel  string        // default "gpt-4o-mini"
 	EmbedModel string        // default "text-embedding-3-small"
-	Timeout    time.Duration // per call; default 10s
+	Timeout    time.Duration // per call
+}
+
+// Settings declares the provider's settings. The models are the
+// provider's names for them, not settings of the service.
+func (c *Config) Settings() []settings.Setting {
+	return []settings.Setting{
+		settings.URL(&c.BaseURL, "HELPDESK_PROVIDER_URL", "provider-url", "",
+			"an OpenAI-compatible provider's base URL; unset: the simulator, started in-process on a loopback port, so the real HTTP path always runs"),
+		settings.Secret(&c.APIKey, "HELPDESK_PROVIDER_KEY", "provider-key", "bearer key for the provider"),
+		settings.Duration(&c.Timeout, "HELPDESK_PROVIDER_TIMEOUT", "provider-timeout", "10s", "how long one provider call may take"),
+	}
 }
 
 // Client calls the provider. It is safe for concurrent use.
@@ -48,9 +60,7 @@ func New(config Config) (*Client, error) {
 	if config.EmbedModel == "" {
 		config.EmbedModel = "text-embedding-3-small"
 	}
-	if config.Timeout <= 0 {
-		config.Timeout = 10 * time.Second
-	}
+	settings.Defaults(config.Settings())
 	// Go's default keeps 2 idle connections a host: with dozens of
 	// workers calling one provider, most calls dialled anew (over TLS, a
 	// handshake each), a tenth of the process's CPU in the triage

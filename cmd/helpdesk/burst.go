@@ -86,10 +86,10 @@ func cmdBurst(ctx context.Context, args []string, getenv func(string) string, st
 		return speed.fail("a factor from 1 to 100")
 	}
 	opts.Speed = s
-	dbURL, err := db.required()
-	if err != nil {
-		return err
+	if db.URL == "" {
+		return usageErrorf("DATABASE_URL (-database-url) is not set")
 	}
+	dbURL := db.URL
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	res, err := runBurst(ctx, dbURL, opts, logger)
 	if err != nil {

@@ -97,8 +97,8 @@ func TestTimeoutSettingsAreChecked(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Defaults: triage 3 × 10s + 15s, email 90s, rescue 90s + 30s.
-		if cfg.TriageTimeout != 45*time.Second || cfg.EmailTimeout != 90*time.Second || cfg.RescueAfter != 2*time.Minute {
-			t.Errorf("triage %s, email %s, rescue %s", cfg.TriageTimeout, cfg.EmailTimeout, cfg.RescueAfter)
+		if cfg.Jobs.TriageTimeout != 45*time.Second || cfg.Jobs.EmailTimeout != 90*time.Second || cfg.Jobs.RescueStuckJobsAfter != 2*time.Minute {
+			t.Errorf("triage %s, email %s, rescue %s", cfg.Jobs.TriageTimeout, cfg.Jobs.EmailTimeout, cfg.Jobs.RescueStuckJobsAfter)
 		}
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,12 +50,12 @@ func cmdDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err := fs.parseNoArgs(args); err != nil {
 		return err
 	}
-	dbURL, err := db.required()
-	if err != nil {
-		return err
+	if db.URL == "" {
+		return usageErrorf("DATABASE_URL (-database-url) is not set")
 	}
+	dbURL := db.URL
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	_, err = runDemo(ctx, dbURL, *dir, stdout, logger)
+	_, err := runDemo(ctx, dbURL, *dir, stdout, logger)
 	return err
 }
 
@@ -69,12 +68,6 @@ type demoResult struct {
 	ProviderCalls        map[string]int
 	Reply                replyAnswer
 	Deliveries           []threadHeaders
-}
-
-type replyAnswer struct {
-	MessageID      int64  `json:"message_id"`
-	EmailMessageID string `json:"email_message_id"`
-	JobID          int64  `json:"job_id"`
 }
 
 // threadHeaders are a delivered mail's thread headers, read back with go-message.
@@ -105,25 +98,6 @@ func deliveredHeaders(raw []byte) (threadHeaders, error) {
 		h.References = append(h.References, "<"+ref+">")
 	}
 	return h, nil
-}
-
-func postReply(ctx context.Context, apiURL, key, ticketID, idemKey, body string) (replyAnswer, error) {
-	var a replyAnswer
-	status, _, raw, err := post(ctx, apiURL+"/v1/tickets/"+ticketID+"/replies", key, idemKey, body)
-	if err != nil {
-		return a, err
-	}
-	if status != http.StatusAccepted {
-		return a, fmt.Errorf("POST replies answered %d: %s", status, raw)
-	}
-	return a, json.Unmarshal(raw, &a)
-}
-
-type createAnswer struct {
-	Status   int
-	Replayed bool
-	TicketID string `json:"ticket_id"`
-	JobID    int64  `json:"job_id"`
 }
 
 // errDemoMismatch marks a count that differs from what the demo promises.
@@ -417,35 +391,6 @@ func startDemoAPI(pool *pgxpool.Pool, queue *jobs.Queue, cases *desk.Desk, logge
 	srv := &http.Server{Handler: api.New(api.Config{Logger: logger, Pool: pool, Queue: queue, Desk: cases}), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
-}
-
-func postTicket(ctx context.Context, apiURL, key, idemKey, body string) (createAnswer, error) {
-	status, header, raw, err := post(ctx, apiURL+"/v1/tickets", key, idemKey, body)
-	a := createAnswer{Status: status, Replayed: header.Get(api.HeaderReplayed) == "true"}
-	if err != nil {
-		return a, err
-	}
-	if status != http.StatusAccepted {
-		return a, fmt.Errorf("POST /v1/tickets answered %d: %s", status, raw)
-	}
-	return a, json.Unmarshal(raw, &a)
-}
-
-// post sends one authenticated POST with an Idempotency-Key.
-func post(ctx context.Context, url, key, idemKey, body string) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewBufferString(body))
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set(api.HeaderIdempotencyKey, idemKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, raw, err
 }
 
 // awaitJob waits at most timeout for the job to reach state.

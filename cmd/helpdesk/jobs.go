@@ -17,8 +17,9 @@ func cmdJobs(ctx context.Context, args []string, getenv func(string) string, std
 			"retry ID   sends a failed or dead-letter job back with a whole attempt budget,\n"+
 			"           as POST /v1/jobs/{id}/retry does", getenv, stdout, stderr)
 	db := databaseSetting(fs)
-	maxAttempts := fs.setting("triage-max-attempts", "HELPDESK_TRIAGE_MAX_ATTEMPTS", "5", "the attempt budget a retried triage job gets, as serve has it")
-	emailAttempts := fs.setting("email-max-attempts", "HELPDESK_EMAIL_MAX_ATTEMPTS", "8", "the attempt budget a retried email job gets, as serve has it")
+	// A retried job gets its kind's whole budget, as serve has it.
+	var jobsConfig jobs.Config
+	fs.declare(pick(jobsConfig.Settings(), "HELPDESK_TRIAGE_MAX_ATTEMPTS", "HELPDESK_EMAIL_MAX_ATTEMPTS")...)
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -44,20 +45,12 @@ func cmdJobs(ctx context.Context, args []string, getenv func(string) string, std
 	default:
 		return usageErrorf("unknown subcommand %q: want show, dead or retry", rest[0])
 	}
-	budget, err := maxAttempts.positiveInt()
-	if err != nil {
-		return err
-	}
-	emailBudget, err := emailAttempts.positiveInt()
-	if err != nil {
-		return err
-	}
 	pool, err := openDatabase(ctx, db)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	queue, err := jobs.NewQueue(pool, jobs.Config{TriageMaxAttempts: budget, EmailMaxAttempts: emailBudget})
+	queue, err := jobs.NewQueue(pool, jobsConfig)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,8 @@ func cmdMail(ctx context.Context, args []string, getenv func(string) string, std
 			"          text and attachments: after a parser fix. MESSAGE is the message's\n"+
 			"          number (from GET /v1/tickets/{id}/messages) or its <Message-ID>.", getenv, stdout, stderr)
 	db := databaseSetting(fs)
-	maxBytes := attachmentMaxSetting(fs)
+	var deskConfig desk.Config
+	fs.declare(pick(deskConfig.Settings(), "HELPDESK_ATTACHMENT_MAX_BYTES")...)
 	sub, name, rest := subcommand(args, "reparse")
 	if err := fs.parse(rest); err != nil {
 		return err
@@ -30,10 +31,6 @@ func cmdMail(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
-	}
-	limit, err := maxBytes.positiveInt()
-	if err != nil {
-		return err
 	}
 	pool, err := openDatabase(ctx, db)
 	if err != nil {
@@ -67,7 +64,7 @@ func cmdMail(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("message %d: %w", id, err)
 	}
 	// Reparsing queues nothing: the use cases need no queue for it.
-	if err := desk.New(pool, nil, desk.Config{AttachmentMaxBytes: int64(limit)}).Reparse(ctx, id, m); err != nil {
+	if err := desk.New(pool, nil, deskConfig).Reparse(ctx, id, m); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "message %d read again from its %d raw bytes: %d bytes of text, %d attachments\n", id, len(raw), len(m.Text), len(m.Attachments))

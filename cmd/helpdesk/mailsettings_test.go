@@ -25,16 +25,16 @@ func TestMailSettings(t *testing.T) {
 	t.Run("AcknowledgementsAreOnByDefaultThreeADay", func(t *testing.T) {
 		t.Parallel()
 		cfg, err := parseServeConfig(nil, envOf(base), io.Discard, io.Discard)
-		if err != nil || cfg.Ack == nil || cfg.Ack.MaxPerDay != 3 || cfg.AttachmentMax != 20<<20 {
-			t.Errorf("config %+v, %v", cfg.Ack, err)
+		if err != nil || cfg.Desk.Ack == nil || cfg.Desk.Ack.MaxPerDay != 3 || cfg.Desk.AttachmentMaxBytes != 20<<20 {
+			t.Errorf("config %+v, %v", cfg.Desk.Ack, err)
 		}
 	})
 
 	t.Run("HELPDESK_ACK=0TurnsThemOff", func(t *testing.T) {
 		t.Parallel()
 		cfg, err := parseServeConfig(nil, envOf(with(map[string]string{"HELPDESK_ACK": "0"})), io.Discard, io.Discard)
-		if err != nil || cfg.Ack != nil {
-			t.Errorf("ack %+v, %v", cfg.Ack, err)
+		if err != nil || cfg.Desk.Ack != nil {
+			t.Errorf("ack %+v, %v", cfg.Desk.Ack, err)
 		}
 	})
 
@@ -45,11 +45,11 @@ func TestMailSettings(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg, err := parseServeConfig(nil, envOf(with(map[string]string{"HELPDESK_ACK_TEMPLATE": file})), io.Discard, io.Discard)
-		if err != nil || cfg.Ack.Template == nil {
-			t.Fatalf("ack %+v, %v", cfg.Ack, err)
+		if err != nil || cfg.Desk.Ack.Template == nil {
+			t.Fatalf("ack %+v, %v", cfg.Desk.Ack, err)
 		}
 		var b strings.Builder
-		_ = cfg.Ack.Template.Execute(&b, map[string]string{"TicketID": "T-1", "CustomerName": "Ada"})
+		_ = cfg.Desk.Ack.Template.Execute(&b, map[string]string{"TicketID": "T-1", "CustomerName": "Ada"})
 		if b.String() != "Ticket T-1 for Ada\n" {
 			t.Errorf("template wrote %q", b.String())
 		}
@@ -58,11 +58,11 @@ func TestMailSettings(t *testing.T) {
 	t.Run("TheTemplateMayBeTheTextItself", func(t *testing.T) {
 		t.Parallel()
 		cfg, err := parseServeConfig(nil, envOf(with(map[string]string{"HELPDESK_ACK_TEMPLATE": "We got it: {{.TicketID}}."})), io.Discard, io.Discard)
-		if err != nil || cfg.Ack.Template == nil {
-			t.Fatalf("ack %+v, %v", cfg.Ack, err)
+		if err != nil || cfg.Desk.Ack.Template == nil {
+			t.Fatalf("ack %+v, %v", cfg.Desk.Ack, err)
 		}
 		var b strings.Builder
-		_ = cfg.Ack.Template.Execute(&b, map[string]string{"TicketID": "T-1"})
+		_ = cfg.Desk.Ack.Template.Execute(&b, map[string]string{"TicketID": "T-1"})
 		if b.String() != "We got it: T-1." {
 			t.Errorf("template wrote %q", b.String())
 		}

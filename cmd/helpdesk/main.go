@@ -118,20 +118,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // newLogger is the logger of HELPDESK_LOG_LEVEL and HELPDESK_LOG_FORMAT;
 // a value it does not know is an error, not a silent default.
 func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
-	l := slog.LevelInfo
-	if level != "" {
-		if err := l.UnmarshalText([]byte(level)); err != nil {
-			return nil, fmt.Errorf("HELPDESK_LOG_LEVEL = %q: want debug, info, warn or error", level)
+	var l slog.Level
+	var json bool
+	list := logSettings(&l, &json)
+	for i, v := range []string{level, format} {
+		if err := list[i].Apply(v); err != nil {
+			return nil, err
 		}
 	}
 	opts := &slog.HandlerOptions{Level: l}
-	switch format {
-	case "", "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
+	if json {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, fmt.Errorf("HELPDESK_LOG_FORMAT = %q: want text or json", format)
+	return slog.New(slog.NewTextHandler(w, opts)), nil
 }
 
 // version is stamped by make build (-ldflags "-X main.version=…", from git

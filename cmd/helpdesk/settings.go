@@ -4,15 +4,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"helpdesk/settings"
 	"io"
 	"net"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
-
-	"helpdesk/desk"
 )
 
 // usageError is a mistake in the command line or the environment: exit 2,
@@ -44,30 +42,24 @@ func (s *setting) fail(want string) error {
 	return usageErrorf("%s = %q: want %s", s.name(), masked(s.env+s.flag, s.val), want)
 }
 
-// secretName matches the settings whose values are secrets.
-var secretName = regexp.MustCompile(`(?i)(key|secret|password|token)`)
-
-// dsnPassword is the password of a key=value connection string.
-var dsnPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
-
-// masked is a setting's value fit to print: a URL's password and a
-// secret's whole value are replaced.
-func masked(name, value string) string {
-	if value == "" {
-		return ""
-	}
-	if secretName.MatchString(name) {
-		return "********"
-	}
-	if dsnPassword.MatchString(value) { // host=… password=… dbname=…
-		return dsnPassword.ReplaceAllString(value, "${1}xxxxx")
-	}
-	if u, err := url.Parse(value); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			return u.Redacted()
+// pick is the settings of list with these environment variables, for a
+// command that takes a few of a subsystem's.
+func pick(list []settings.Setting, envs ...string) []settings.Setting {
+	var out []settings.Setting
+	for _, env := range envs {
+		s := settings.Find(list, env)
+		if s == nil {
+			panic("no setting " + env) // a mistake in the command, found by any test of it
 		}
+		out = append(out, *s)
 	}
-	return value
+	return out
+}
+
+// masked is a flag's value fit to print: a URL's password and a secret's
+// whole value are replaced.
+func masked(name, value string) string {
+	return settings.Mask(&settings.Setting{Env: name}, value)
 }
 
 // flagSet is a subcommand's flags with their environment variables.
@@ -78,6 +70,64 @@ type flagSet struct {
 	stdout   io.Writer
 	stderr   io.Writer
 	usageOut io.Writer
+	declared []declared // the settings of subsystems' tables, applied by parse
+}
+
+// declared is a setting of a table and the flag's value that fills it.
+type declared struct {
+	setting settings.Setting
+	value   *string
+}
+
+// declare adds the settings' flags. After parse, each setting's field is
+// filled from its flag, else its environment variable, else its default;
+// a value it cannot take is a usage error that names it.
+func (fs *flagSet) declare(list ...settings.Setting) {
+	for _, s := range list {
+		v := s.Default
+		usage := s.Help
+		if s.Env != "" {
+			if e := fs.getenv(s.Env); e != "" {
+				v = e
+			}
+			usage += " [$" + s.Env + "]"
+		}
+		value := new(string)
+		fs.StringVar(value, s.Flag, v, usage)
+		fs.Lookup(s.Flag).DefValue = settings.Mask(&s, v)
+		fs.declared = append(fs.declared, declared{setting: s, value: value})
+	}
+}
+
+// asGiven is a setting's error with the value as it was given (a check of
+// several settings together sees only what they were parsed into), as a
+// usage error.
+func (fs *flagSet) asGiven(err error) error {
+	var se *settings.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	for _, d := range fs.declared {
+		if d.setting.Name() == se.Setting {
+			se.Value = settings.Mask(&d.setting, *d.value)
+		}
+	}
+	return &usageError{msg: se.Error()}
+}
+
+// apply fills the declared settings' fields, in the order declared.
+func (fs *flagSet) apply() error {
+	for i := range fs.declared {
+		d := &fs.declared[i]
+		if err := d.setting.Apply(*d.value); err != nil {
+			var se *settings.Error
+			if errors.As(err, &se) {
+				return &usageError{msg: se.Error()}
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 func newFlagSet(name, synopsis, about string, getenv func(string) string, stdout, stderr io.Writer) *flagSet {
@@ -142,7 +192,7 @@ func (fs *flagSet) parse(args []string) error {
 		}
 		return usageErrorf("%v", err)
 	}
-	return nil
+	return fs.apply()
 }
 
 // parseNoArgs is parse for a command that takes flags only.
@@ -248,10 +298,4 @@ func (fs *flagSet) set(name string) bool {
 	found := false
 	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
 	return found
-}
-
-// attachmentMaxSetting is the largest attachment whose content is kept.
-func attachmentMaxSetting(fs *flagSet) *setting {
-	return fs.setting("attachment-max-bytes", "HELPDESK_ATTACHMENT_MAX_BYTES", strconv.Itoa(desk.DefaultAttachmentMaxBytes),
-		"largest attachment whose content is kept (in mail, larger ones keep only their name, type and size) or uploaded")
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"helpdesk/provider/simulator"
+	"helpdesk/settings"
 )
 
 func cmdSimulator(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger, stdout, stderr io.Writer) error {
@@ -14,7 +15,8 @@ func cmdSimulator(ctx context.Context, args []string, getenv func(string) string
 			"with deterministic answers. GET and PUT /admin/mode read and switch the fault mode at run time,\n"+
 			"e.g. curl -X PUT localhost:8090/admin/mode -d '{\"mode\":\"outage\"}'; GET /admin/calls?ticket=T-500001\n"+
 			"counts the calls per ticket and task.", getenv, stdout, stderr)
-	addr := fs.setting("addr", "HELPDESK_SIMULATOR_ADDR", "127.0.0.1:8090", "address to listen on")
+	var listenAddr string
+	fs.declare(simulatorSettings(&listenAddr)...)
 	mode := fs.setting("mode", "", "normal", "normal, outage (503), quota (429 past -quota-calls per -quota-window), slow (answers after -slow-delay) or invalid")
 	quotaCalls := fs.setting("quota-calls", "", "50", "quota mode: calls allowed per window")
 	quotaWindow := fs.setting("quota-window", "", "1m", "quota mode: the window")
@@ -32,10 +34,6 @@ func cmdSimulator(ctx context.Context, args []string, getenv func(string) string
 	if e.err != nil {
 		return e.err
 	}
-	listenAddr, err := addr.loopbackAddr()
-	if err != nil {
-		return err
-	}
 	sim, err := simulator.Listen(listenAddr, settings)
 	if err != nil {
 		return usageErrorf("%v", err)
@@ -43,4 +41,11 @@ func cmdSimulator(ctx context.Context, args []string, getenv func(string) string
 	logger.Info("simulated provider is serving", slog.String("url", sim.URL), slog.String("mode", mode.val))
 	<-ctx.Done()
 	return sim.Close()
+}
+
+// simulatorSettings are `helpdesk simulator`'s settings: where it listens.
+func simulatorSettings(addr *string) []settings.Setting {
+	s := settings.LoopbackHostPort(addr, "HELPDESK_SIMULATOR_ADDR", "addr", "`helpdesk simulator`'s address: loopback only, it has no authentication")
+	s.Default = "127.0.0.1:8090"
+	return []settings.Setting{s}
 }
