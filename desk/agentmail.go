@@ -72,7 +72,7 @@ func (d *Desk) agentReplyTx(ctx context.Context, tx *store.Tx, m *AgentMail) (*A
 		if c.Status != nil && !CanChangeStatus(t.Status, *c.Status) {
 			return refuse(fmt.Sprintf("%s cannot go from %s to %s.", t.ID, t.Status, *c.Status))
 		}
-		if err := d.changeTx(ctx, st, t, author, c); err != nil {
+		if err := d.changeTx(ctx, tx, t, author, c); err != nil {
 			if errors.Is(err, ErrUnknownAgent) {
 				return refuse(err.Error())
 			}

@@ -13,12 +13,13 @@ import (
 // (fewest open and pending tickets; ties: assigned least recently), unless
 // it has an assignee already, in the caller's transaction: the one that
 // saves the team triage chose. It returns the agent, "" for none.
-func (d *Desk) assignTx(ctx context.Context, st *store.Store, ticketID, team string) (string, error) {
-	agent, err := st.AssignToTeam(ctx, ticketID, team)
+func (d *Desk) assignTx(ctx context.Context, tx *store.Tx, ticketID, team string) (string, error) {
+	agent, err := tx.Store().AssignToTeam(ctx, ticketID, team)
 	if err != nil || agent == "" {
 		return "", err
 	}
-	return agent, event(ctx, st, ticketID, vocab.System, "assignee", "", agent)
+	event(tx, ticketID, vocab.System, "assignee", "", agent)
+	return agent, nil
 }
 
 // Autoclose closes the tickets solved before the time, each in a
@@ -44,7 +45,8 @@ func (d *Desk) Autoclose(ctx context.Context, before time.Time) (int, error) {
 					return nil // the customer wrote meanwhile
 				}
 				closed++
-				return setStatus(ctx, st, t, vocab.System, vocab.StatusClosed)
+				setStatus(tx, t, vocab.System, vocab.StatusClosed)
+				return nil
 			})
 			if err != nil {
 				return closed, fmt.Errorf("autoclose %s: %w", id, err)

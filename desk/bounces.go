@@ -49,9 +49,7 @@ func (d *Desk) bounceTx(ctx context.Context, tx *store.Tx, b *Bounce) error {
 		return err
 	}
 	if t.Status == vocab.StatusPending || t.Status == vocab.StatusSolved {
-		if err := setStatus(ctx, st, t, vocab.System, vocab.StatusOpen); err != nil {
-			return err
-		}
+		setStatus(tx, t, vocab.System, vocab.StatusOpen)
 	}
 	return d.tellAssigneeTx(ctx, tx, t, "Bounced: ", note)
 }

@@ -1,7 +1,6 @@
 package desk
 
 import (
-	"context"
 	"time"
 
 	"helpdesk/store"
@@ -61,10 +60,11 @@ type MessageEvent struct {
 	Automatic      bool            `json:"automatic,omitempty"`  // message.received: an auto-reply or bulk mail
 }
 
-// emit records an event in the caller's transaction; the webhook
-// dispatcher delivers it to the endpoints that subscribe to its type.
-func emit(ctx context.Context, st *store.Store, eventType string, data any) error {
-	return st.InsertWebhookEvent(ctx, eventType, data)
+// emit records an event in the caller's transaction, with its next trip;
+// the webhook dispatcher delivers it to the endpoints that subscribe to
+// its type.
+func emit(tx *store.Tx, eventType string, data any) {
+	tx.Later(func(b *store.Batch) { b.InsertWebhookEvents([]store.NewWebhookEvent{{Type: eventType, Data: data}}) })
 }
 
 func messageEvent(m *store.Message) MessageEvent {

@@ -29,11 +29,21 @@ type ReplyParams struct {
 
 // CreateReplyTx writes, in the caller's transaction, the outbound message
 // with its Message-ID minted now (and never again), its delivery with one
-// row per recipient, its email job, and the ticket's new status.
+// row per recipient, its email job, and the ticket's new status. The
+// ticket, its customer and the message's number are read in one trip; the
+// rows wait for the transaction's next (its commit, at the latest), so the
+// message returned holds its number and Message-ID at once.
 func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) (*store.Message, int64, error) {
-	st := tx.Store()
-	ticket, err := st.LockTicket(ctx, p.TicketID)
-	if err != nil {
+	var (
+		ticket    store.Ticket
+		customer  store.Customer
+		messageID int64
+		reads     store.Batch
+	)
+	reads.LockTicket(p.TicketID, &ticket)
+	reads.CustomerOfTicket(p.TicketID, &customer)
+	reads.NextMessageID(&messageID)
+	if err := tx.Store().Send(ctx, &reads); err != nil {
 		return nil, 0, err
 	}
 	if ticket.Status == vocab.StatusClosed {
@@ -57,26 +67,12 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) 
 			body = *ticket.DraftReply
 		}
 	}
-	customer, err := st.GetCustomer(ctx, ticket.CustomerID)
+	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, messageID, ticket.ID)
 	if err != nil {
 		return nil, 0, err
 	}
 	id := mail.NewMessageID(d.config.MailDomain)
-	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{
-		TicketID: ticket.ID, Direction: vocab.DirectionOutbound, Author: p.Author, Body: body, EmailMessageID: &id,
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(p.Attachments) > 0 {
-		missing, err := st.AttachUploads(ctx, msg.ID, p.Author.ID(), p.Attachments)
-		if err != nil {
-			return nil, 0, err
-		}
-		if len(missing) > 0 {
-			return nil, 0, fmt.Errorf("attachments %v: %w", missing, ErrAttachmentUnavailable)
-		}
-	}
+	msg := &store.Message{ID: messageID, TicketID: ticket.ID, Direction: vocab.DirectionOutbound, Author: p.Author, Body: body, EmailMessageID: &id}
 	recipients := []store.Recipient{{Address: customer.Email, Kind: "to"}}
 	seen := map[string]bool{strings.ToLower(customer.Email): true}
 	for _, cc := range p.Cc {
@@ -85,25 +81,24 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) 
 			recipients = append(recipients, store.Recipient{Address: cc.Address, Name: cc.Name, Kind: "cc"})
 		}
 	}
-	if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{
-		MessageID: msg.ID, FromAddress: d.config.From.String(), Recipients: recipients,
-	}); err != nil {
-		return nil, 0, err
-	}
-	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, msg.ID, ticket.ID)
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := st.SetOutboundJob(ctx, msg.ID, jobID); err != nil {
-		return nil, 0, err
-	}
-	if err := st.AgentResponded(ctx, ticket.ID); err != nil {
-		return nil, 0, err
-	}
-	if status != ticket.Status {
-		if err := setStatus(ctx, st, ticket, p.Author, status); err != nil {
+	tx.Later(func(b *store.Batch) {
+		b.InsertMessage(&store.InsertMessageParams{ID: messageID, TicketID: ticket.ID, Direction: msg.Direction, Author: p.Author,
+			Body: body, EmailMessageID: &id}, msg)
+		b.InsertOutboundEmail(&store.InsertOutboundEmailParams{MessageID: messageID, FromAddress: d.config.From.String(),
+			Recipients: recipients, JobID: &jobID})
+		b.AgentResponded(ticket.ID)
+	})
+	if len(p.Attachments) > 0 {
+		missing, err := tx.Store().AttachUploads(ctx, messageID, p.Author.ID(), p.Attachments)
+		if err != nil {
 			return nil, 0, err
 		}
+		if len(missing) > 0 {
+			return nil, 0, fmt.Errorf("attachments %v: %w", missing, ErrAttachmentUnavailable)
+		}
+	}
+	if status != ticket.Status {
+		setStatus(tx, &ticket, p.Author, status)
 	}
 	return msg, jobID, nil
 }

@@ -195,19 +195,13 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 	out := &CustomerMessage{Message: msg, TicketID: p.TicketID}
 	received := messageEvent(msg)
 	received.Automatic = p.Automatic
-	if err := emit(ctx, st, EventMessageReceived, received); err != nil {
-		return nil, err
-	}
+	emit(tx, EventMessageReceived, received)
 	if p.Automatic {
 		return out, nil
 	}
-	if err := st.CustomerWrote(ctx, p.TicketID); err != nil {
-		return nil, err
-	}
+	tx.Later(func(b *store.Batch) { b.CustomerWrote(p.TicketID) })
 	if ticket.Status == vocab.StatusPending || ticket.Status == vocab.StatusSolved {
-		if err := setStatus(ctx, st, ticket, p.Author, vocab.StatusOpen); err != nil {
-			return nil, err
-		}
+		setStatus(tx, ticket, p.Author, vocab.StatusOpen)
 	}
 	if out.JobID, err = d.retriageTx(ctx, tx, p.TicketID); err != nil {
 		return nil, err
@@ -230,9 +224,7 @@ func (d *Desk) retriageTx(ctx context.Context, tx *store.Tx, ticketID string) (i
 	if err != nil {
 		return 0, err
 	}
-	if err := tx.Store().SetTicketTriageJob(ctx, ticketID, jobID); err != nil {
-		return 0, err
-	}
+	tx.Later(func(b *store.Batch) { b.SetTicketTriageJob(ticketID, jobID) })
 	return jobID, nil
 }
 
@@ -255,7 +247,7 @@ func (d *Desk) ChangeTicket(ctx context.Context, actor vocab.Actor, ticketID str
 		if err != nil {
 			return err
 		}
-		if err := d.changeTx(ctx, st, t, actor, c); err != nil {
+		if err := d.changeTx(ctx, tx, t, actor, c); err != nil {
 			return err
 		}
 		ticket, err = st.GetTicket(ctx, t.ID)
@@ -264,8 +256,10 @@ func (d *Desk) ChangeTicket(ctx context.Context, actor vocab.Actor, ticketID str
 	return ticket, err
 }
 
-// changeTx applies a change to a ticket locked by the caller's transaction.
-func (d *Desk) changeTx(ctx context.Context, st *store.Store, t *store.Ticket, actor vocab.Actor, c *Change) error {
+// changeTx applies a change to a ticket locked by the caller's
+// transaction; its writes go with the transaction's next trip.
+func (d *Desk) changeTx(ctx context.Context, tx *store.Tx, t *store.Ticket, actor vocab.Actor, c *Change) error {
+	st := tx.Store()
 	if c.Status != nil && !CanChangeStatus(t.Status, *c.Status) {
 		return fmt.Errorf("%w: %s → %s", ErrInvalidTransition, t.Status, *c.Status)
 	}
@@ -285,56 +279,43 @@ func (d *Desk) changeTx(ctx context.Context, st *store.Store, t *store.Ticket, a
 		}
 	}
 	if c.Status != nil && *c.Status != t.Status {
-		if err := setStatus(ctx, st, t, actor, *c.Status); err != nil {
-			return err
-		}
+		setStatus(tx, t, actor, *c.Status)
 	}
 	if c.Assignee != nil && *c.Assignee != deref(t.Assignee) {
-		if err := st.SetTicketAssignee(ctx, t.ID, *c.Assignee); err != nil {
-			return err
-		}
-		if err := event(ctx, st, t.ID, actor, "assignee", deref(t.Assignee), *c.Assignee); err != nil {
-			return err
-		}
+		assignee := *c.Assignee
+		tx.Later(func(b *store.Batch) { b.SetTicketAssignee(t.ID, assignee) })
+		event(tx, t.ID, actor, "assignee", deref(t.Assignee), assignee)
 	}
 	if c.Team != nil && *c.Team != deref(t.Team) {
-		if err := st.SetTicketTeam(ctx, t.ID, *c.Team); err != nil {
-			return err
-		}
-		if err := event(ctx, st, t.ID, actor, "team", deref(t.Team), *c.Team); err != nil {
-			return err
-		}
+		team := *c.Team
+		tx.Later(func(b *store.Batch) { b.SetTicketTeam(t.ID, team) })
+		event(tx, t.ID, actor, "team", deref(t.Team), team)
 	}
 	if c.Priority != nil && (t.Priority == nil || int(*t.Priority) != *c.Priority) {
-		if err := st.SetTicketPriority(ctx, t.ID, *c.Priority); err != nil {
-			return err
-		}
+		priority := *c.Priority
+		tx.Later(func(b *store.Batch) { b.SetTicketPriority(t.ID, priority) })
 		from := ""
 		if t.Priority != nil {
 			from = strconv.Itoa(int(*t.Priority))
 		}
-		if err := event(ctx, st, t.ID, actor, "priority", from, strconv.Itoa(*c.Priority)); err != nil {
-			return err
-		}
+		event(tx, t.ID, actor, "priority", from, strconv.Itoa(priority))
 	}
 	return nil
 }
 
-// setStatus changes the status with its event.
-func setStatus(ctx context.Context, st *store.Store, t *store.Ticket, actor vocab.Actor, status vocab.Status) error {
-	if err := st.SetTicketStatus(ctx, t.ID, status); err != nil {
-		return err
-	}
+// setStatus changes the status with its events, with the transaction's
+// next trip.
+func setStatus(tx *store.Tx, t *store.Ticket, actor vocab.Actor, status vocab.Status) {
 	from := t.Status
 	t.Status = status
-	if err := emit(ctx, st, EventTicketStatusChanged, TicketStatusChanged{TicketID: t.ID, From: from, To: status, Actor: actor}); err != nil {
-		return err
-	}
-	return event(ctx, st, t.ID, actor, "status", string(from), string(status))
+	tx.Later(func(b *store.Batch) { b.SetTicketStatus(t.ID, status) })
+	emit(tx, EventTicketStatusChanged, TicketStatusChanged{TicketID: t.ID, From: from, To: status, Actor: actor})
+	event(tx, t.ID, actor, "status", string(from), string(status))
 }
 
-// event records a change; empty values are recorded as none.
-func event(ctx context.Context, st *store.Store, ticketID string, actor vocab.Actor, what, from, to string) error {
+// event records a change with the transaction's next trip; empty values
+// are recorded as none.
+func event(tx *store.Tx, ticketID string, actor vocab.Actor, what, from, to string) {
 	e := &store.TicketEvent{Actor: actor, What: what}
 	if from != "" {
 		e.From = &from
@@ -342,7 +323,7 @@ func event(ctx context.Context, st *store.Store, ticketID string, actor vocab.Ac
 	if to != "" {
 		e.To = &to
 	}
-	return st.InsertTicketEvent(ctx, ticketID, e)
+	tx.Later(func(b *store.Batch) { b.InsertTicketEvent(ticketID, e) })
 }
 
 func deref(s *string) string {

@@ -144,22 +144,17 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 		}
 		switch r.Task {
 		case TaskClassify:
-			if err := st.SetTicketClassification(ctx, r.TicketID, r.Classification.Team, r.Classification.Priority); err != nil {
-				return err
-			}
+			c := r.Classification
+			tx.Later(func(b *store.Batch) { b.SetTicketClassification(r.TicketID, c.Team, c.Priority) })
 			if d.config.AutoAssign {
-				if _, err := d.assignTx(ctx, st, r.TicketID, r.Classification.Team); err != nil {
+				if _, err := d.assignTx(ctx, tx, r.TicketID, r.Classification.Team); err != nil {
 					return err
 				}
 			}
 		case TaskDraftReply:
-			if err := st.SetTicketDraftReply(ctx, r.TicketID, r.Draft, r.JobID); err != nil {
-				return err
-			}
+			tx.Later(func(b *store.Batch) { b.SetTicketDraftReply(r.TicketID, r.Draft, r.JobID) })
 		case TaskEmbed:
-			if err := st.SetTicketEmbedding(ctx, r.TicketID, r.Embedding); err != nil {
-				return err
-			}
+			tx.Later(func(b *store.Batch) { b.SetTicketEmbedding(r.TicketID, r.Embedding) })
 		default:
 			return fmt.Errorf("unknown triage task %q", r.Task)
 		}
@@ -169,7 +164,7 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 		if err := d.notifyTx(ctx, tx, r.TicketID, r.JobID); err != nil {
 			return err
 		}
-		return d.triagedTx(ctx, st, r.TicketID, r.JobID)
+		return d.triagedTx(ctx, tx, r.TicketID, r.JobID)
 	})
 	if err != nil {
 		return false, fmt.Errorf("save %s of job %d: %w", r.Task, r.JobID, err)
@@ -179,10 +174,11 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 
 // triagedTx records ticket.triaged when a triage job completes, in its
 // transaction.
-func (d *Desk) triagedTx(ctx context.Context, st *store.Store, ticketID string, jobID int64) error {
-	t, err := st.GetTicket(ctx, ticketID)
+func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, jobID int64) error {
+	t, err := tx.Store().GetTicket(ctx, ticketID)
 	if err != nil {
 		return err
 	}
-	return emit(ctx, st, EventTicketTriaged, TicketTriaged{TicketID: t.ID, Team: t.Team, Priority: t.Priority, Assignee: t.Assignee, JobID: jobID})
+	emit(tx, EventTicketTriaged, TicketTriaged{TicketID: t.ID, Team: t.Team, Priority: t.Priority, Assignee: t.Assignee, JobID: jobID})
+	return nil
 }

@@ -75,11 +75,16 @@ func (s *Store) UpsertCustomer(ctx context.Context, p *InsertCustomerParams) err
 
 // CustomerByEmail returns the customer with this address, in any case, or ErrNotFound.
 func (s *Store) CustomerByEmail(ctx context.Context, email string) (*Customer, error) {
-	c, err := scanCustomer(s.db.QueryRow(ctx, `SELECT `+customerColumns+` FROM customers WHERE lower(email) = lower($1)`, email))
-	if err != nil {
-		return nil, fmt.Errorf("customer by email: %w", err)
+	c, err := optional(ctx, s, func(b *Batch, into **Customer) { b.CustomerByEmail(email, into) })
+	if err == nil && c == nil {
+		err = fmt.Errorf("customer by email: %w", ErrNotFound)
 	}
-	return c, nil
+	return c, err
+}
+
+// CustomerByEmail queues CustomerByEmail; into gets the customer, nil if none.
+func (b *Batch) CustomerByEmail(email string, into **Customer) {
+	queueOptionalRow(b, "customer by email", email, scanCustomer, into, `SELECT `+customerColumns+` FROM customers WHERE lower(email) = lower($1)`, email)
 }
 
 // InsertCustomerByEmail adds a customer who wrote in without an account,

@@ -336,13 +336,19 @@ func (s *Store) TicketOfMessageIDs(ctx context.Context, ids []string) (string, e
 }
 
 // MessageIDExists reports whether a message with this Message-ID is stored.
-func (s *Store) MessageIDExists(ctx context.Context, emailMessageID string) (bool, error) {
-	var exists bool
-	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE email_message_id = $1)`, emailMessageID).Scan(&exists)
-	if err != nil {
-		return false, fmt.Errorf("look up Message-ID: %w", err)
-	}
-	return exists, nil
+func (s *Store) MessageIDExists(ctx context.Context, emailMessageID string) (exists bool, err error) {
+	err = exec(ctx, s, func(b *Batch) { b.MessageIDExists(emailMessageID, &exists) })
+	return exists, err
+}
+
+// MessageIDExists queues MessageIDExists; exists gets its answer.
+func (b *Batch) MessageIDExists(emailMessageID string, exists *bool) {
+	b.b.Queue(`SELECT EXISTS (SELECT 1 FROM messages WHERE email_message_id = $1)`, emailMessageID).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(exists); err != nil {
+			return fmt.Errorf("look up Message-ID: %w", err)
+		}
+		return nil
+	})
 }
 
 // IsTicketParticipant reports whether the address is the ticket's

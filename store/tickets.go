@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"helpdesk/vocab"
 )
@@ -130,7 +131,12 @@ const getTicketSQL = `SELECT ` + ticketColumns + ` FROM tickets WHERE id = $1`
 
 // SetTicketTriageJob records which job triages the ticket.
 func (s *Store) SetTicketTriageJob(ctx context.Context, id string, jobID int64) error {
-	return s.updateTicket(ctx, id, `triage_job_id = $2`, jobID)
+	return exec(ctx, s, func(b *Batch) { b.SetTicketTriageJob(id, jobID) })
+}
+
+// SetTicketTriageJob queues SetTicketTriageJob.
+func (b *Batch) SetTicketTriageJob(id string, jobID int64) {
+	b.updateTicket(id, `triage_job_id = $2`, jobID)
 }
 
 // ListTicketsParams select a page of tickets, newest first. Each filter
@@ -195,76 +201,125 @@ func nullIfEmpty(s string) *string {
 
 // SetTicketClassification records the team and priority that triage chose.
 func (s *Store) SetTicketClassification(ctx context.Context, id, team string, priority int) error {
-	return s.updateTicket(ctx, id, `team = $2, priority = $3`, team, priority)
+	return exec(ctx, s, func(b *Batch) { b.SetTicketClassification(id, team, priority) })
+}
+
+// SetTicketClassification queues SetTicketClassification.
+func (b *Batch) SetTicketClassification(id, team string, priority int) {
+	b.updateTicket(id, `team = $2, priority = $3`, team, priority)
 }
 
 // SetTicketDraftReply records the answer that triage job jobID suggests
 // to the agent, if that job is still the ticket's: a job that a newer
 // customer message replaced writes nothing over its successor's draft.
 func (s *Store) SetTicketDraftReply(ctx context.Context, id, draft string, jobID int64) error {
-	_, err := s.db.Exec(ctx, `UPDATE tickets SET draft_reply = $2, draft_job_id = $3, draft_written_at = now(), updated_at = now()
-		WHERE id = $1 AND triage_job_id = $3`, id, draft, jobID)
-	if err != nil {
+	if err := exec(ctx, s, func(b *Batch) { b.SetTicketDraftReply(id, draft, jobID) }); err != nil {
 		return fmt.Errorf("set draft of %s: %w", id, err)
 	}
 	return nil
 }
 
+// SetTicketDraftReply queues SetTicketDraftReply.
+func (b *Batch) SetTicketDraftReply(id, draft string, jobID int64) {
+	b.b.Queue(`UPDATE tickets SET draft_reply = $2, draft_job_id = $3, draft_written_at = now(), updated_at = now()
+		WHERE id = $1 AND triage_job_id = $3`, id, draft, jobID)
+}
+
 // SetTicketEmbedding records the ticket's vector.
 func (s *Store) SetTicketEmbedding(ctx context.Context, id string, embedding []float32) error {
-	return s.updateTicket(ctx, id, `embedding = $2`, embedding)
+	return exec(ctx, s, func(b *Batch) { b.SetTicketEmbedding(id, embedding) })
+}
+
+// SetTicketEmbedding queues SetTicketEmbedding.
+func (b *Batch) SetTicketEmbedding(id string, embedding []float32) {
+	b.updateTicket(id, `embedding = $2`, embedding)
 }
 
 func (s *Store) updateTicket(ctx context.Context, id, set string, args ...any) error {
-	tag, err := s.db.Exec(ctx, `UPDATE tickets SET `+set+`, updated_at = now() WHERE id = $1`, append([]any{id}, args...)...)
-	if err != nil {
-		return fmt.Errorf("update ticket %s: %w", id, interpretError(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("update ticket %s: %w", id, ErrNotFound)
-	}
-	return nil
+	return exec(ctx, s, func(b *Batch) { b.updateTicket(id, set, args...) })
+}
+
+// updateTicket queues an update of the ticket; a ticket that is not there
+// is ErrNotFound when the batch is sent.
+func (b *Batch) updateTicket(id, set string, args ...any) {
+	b.b.Queue(`UPDATE tickets SET `+set+`, updated_at = now() WHERE id = $1`, append([]any{id}, args...)...).Exec(func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("update ticket %s: %w", id, ErrNotFound)
+		}
+		return nil
+	})
 }
 
 // LockTicket returns the ticket, locked for the rest of the caller's
 // transaction so that changes to it do not interleave; or ErrNotFound.
 func (s *Store) LockTicket(ctx context.Context, id string) (*Ticket, error) {
-	t, err := scanTicket(s.db.QueryRow(ctx, `SELECT `+ticketColumns+` FROM tickets WHERE id = $1 FOR UPDATE`, id))
-	if err != nil {
-		return nil, fmt.Errorf("lock ticket %s: %w", id, err)
-	}
-	return t, nil
+	return one(ctx, s, func(b *Batch, t *Ticket) { b.LockTicket(id, t) })
+}
+
+// LockTicket queues LockTicket; into gets the ticket.
+func (b *Batch) LockTicket(id string, into *Ticket) {
+	queueRow(b, "lock ticket", id, scanTicket, into, `SELECT `+ticketColumns+` FROM tickets WHERE id = $1 FOR UPDATE`, id)
 }
 
 // SetTicketStatus changes the status; solved_at follows it, for autoclose.
 func (s *Store) SetTicketStatus(ctx context.Context, id string, status vocab.Status) error {
-	return s.updateTicket(ctx, id, `status = $2, solved_at = CASE WHEN $2 = 'solved' THEN now() ELSE NULL END`, status)
+	return exec(ctx, s, func(b *Batch) { b.SetTicketStatus(id, status) })
+}
+
+// SetTicketStatus queues SetTicketStatus.
+func (b *Batch) SetTicketStatus(id string, status vocab.Status) {
+	b.updateTicket(id, `status = $2, solved_at = CASE WHEN $2 = 'solved' THEN now() ELSE NULL END`, status)
 }
 
 // SetTicketAssignee changes the assignee; "" leaves the ticket unassigned.
 func (s *Store) SetTicketAssignee(ctx context.Context, id, agent string) error {
-	return s.updateTicket(ctx, id, `assignee = $2`, nullIfEmpty(agent))
+	return exec(ctx, s, func(b *Batch) { b.SetTicketAssignee(id, agent) })
+}
+
+// SetTicketAssignee queues SetTicketAssignee.
+func (b *Batch) SetTicketAssignee(id, agent string) {
+	b.updateTicket(id, `assignee = $2`, nullIfEmpty(agent))
 }
 
 // SetTicketTeam changes the team.
 func (s *Store) SetTicketTeam(ctx context.Context, id, team string) error {
-	return s.updateTicket(ctx, id, `team = $2`, team)
+	return exec(ctx, s, func(b *Batch) { b.SetTicketTeam(id, team) })
+}
+
+// SetTicketTeam queues SetTicketTeam.
+func (b *Batch) SetTicketTeam(id, team string) {
+	b.updateTicket(id, `team = $2`, team)
 }
 
 // SetTicketPriority changes the priority.
 func (s *Store) SetTicketPriority(ctx context.Context, id string, priority int) error {
-	return s.updateTicket(ctx, id, `priority = $2`, priority)
+	return exec(ctx, s, func(b *Batch) { b.SetTicketPriority(id, priority) })
+}
+
+// SetTicketPriority queues SetTicketPriority.
+func (b *Batch) SetTicketPriority(id string, priority int) {
+	b.updateTicket(id, `priority = $2`, priority)
 }
 
 // CustomerWrote records that the customer wrote on the ticket now.
 func (s *Store) CustomerWrote(ctx context.Context, id string) error {
-	return s.updateTicket(ctx, id, `last_customer_message_at = now()`)
+	return exec(ctx, s, func(b *Batch) { b.CustomerWrote(id) })
+}
+
+// CustomerWrote queues CustomerWrote.
+func (b *Batch) CustomerWrote(id string) {
+	b.updateTicket(id, `last_customer_message_at = now()`)
 }
 
 // AgentResponded records an agent's reply: the first one is the ticket's
 // first response.
 func (s *Store) AgentResponded(ctx context.Context, id string) error {
-	return s.updateTicket(ctx, id, `first_response_at = coalesce(first_response_at, now())`)
+	return exec(ctx, s, func(b *Batch) { b.AgentResponded(id) })
+}
+
+// AgentResponded queues AgentResponded.
+func (b *Batch) AgentResponded(id string) {
+	b.updateTicket(id, `first_response_at = coalesce(first_response_at, now())`)
 }
 
 // SolvedBefore returns up to limit solved tickets that were solved before

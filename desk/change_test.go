@@ -1,0 +1,89 @@
+package desk_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"helpdesk/desk"
+	"helpdesk/store"
+	"helpdesk/vocab"
+)
+
+func TestChangeTicket(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EachFieldThatChangesIsAnEventByItsActor", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, false)
+		w.agent(t, "alice", "billing", "shipping")
+		ticket := w.open(t, "Parcel", "Hi.")
+		status, assignee, team, priority := vocab.StatusPending, "alice", "shipping", 2
+		got, err := w.desk.ChangeTicket(w.ctx, vocab.Agent("alice"), ticket.ID, &desk.Change{Status: &status, Assignee: &assignee, Team: &team, Priority: &priority})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != status || deref(got.Assignee) != "alice" || deref(got.Team) != "shipping" || *got.Priority != 2 {
+			t.Errorf("ticket %+v", got)
+		}
+		want := []string{"status:open→pending", "assignee:→alice", "team:→shipping", "priority:→2"}
+		if events := w.events(t, ticket.ID); !slices.Equal(events, want) {
+			t.Errorf("events %v, want %v", events, want)
+		}
+	})
+
+	t.Run("AStatusChangeTheTableForbidsChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, false)
+		w.agent(t, "alice", "billing")
+		ticket := w.open(t, "Done", "Hi.")
+		closed, open, assignee := vocab.StatusClosed, vocab.StatusOpen, "alice"
+		if _, err := w.desk.ChangeTicket(w.ctx, vocab.Agent("alice"), ticket.ID, &desk.Change{Status: &closed}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := w.desk.ChangeTicket(w.ctx, vocab.Agent("alice"), ticket.ID, &desk.Change{Status: &open, Assignee: &assignee})
+		if !errors.Is(err, desk.ErrInvalidTransition) {
+			t.Errorf("err = %v, want ErrInvalidTransition", err)
+		}
+		if got := w.ticket(t, ticket.ID); got.Status != vocab.StatusClosed || got.Assignee != nil {
+			t.Errorf("ticket %s assigned %v: the refused change wrote something", got.Status, got.Assignee)
+		}
+	})
+
+	t.Run("AnUnknownAgentOrTeamIsRefused", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, false)
+		w.agent(t, "alice", "billing")
+		ticket := w.open(t, "Who?", "Hi.")
+		nobody, nowhere := "nobody", "nowhere"
+		if _, err := w.desk.ChangeTicket(w.ctx, vocab.Agent("alice"), ticket.ID, &desk.Change{Assignee: &nobody}); !errors.Is(err, desk.ErrUnknownAgent) {
+			t.Errorf("unknown agent: err = %v", err)
+		}
+		if _, err := w.desk.ChangeTicket(w.ctx, vocab.Agent("alice"), ticket.ID, &desk.Change{Team: &nowhere}); !errors.Is(err, desk.ErrUnknownTeam) {
+			t.Errorf("unknown team: err = %v", err)
+		}
+		if _, err := w.desk.ChangeTicket(w.ctx, vocab.Agent("alice"), "T-1", &desk.Change{Team: &nowhere}); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("unknown ticket: err = %v", err)
+		}
+	})
+}
+
+func TestAddNote(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ANoteIsKeptAndNeverMailed", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true)
+		ticket := w.open(t, "Parcel", "Hi.")
+		note, err := w.desk.AddNote(w.ctx, vocab.Agent("alice"), ticket.ID, "Courier says Monday.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if note.Direction != vocab.DirectionNote || note.EmailMessageID != nil || note.Direction.Public() {
+			t.Errorf("note %+v", note)
+		}
+		if len(w.queue.of("email")) != 0 || len(w.queue.of("notify")) != 0 {
+			t.Errorf("a note queued mail: %+v", w.queue.jobs)
+		}
+	})
+}

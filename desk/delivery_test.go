@@ -1,0 +1,111 @@
+package desk_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"helpdesk/desk"
+	"helpdesk/mail/smtptest"
+	"helpdesk/store"
+	"helpdesk/vocab"
+)
+
+func TestDeliver(t *testing.T) {
+	t.Parallel()
+
+	t.Run("TheBytesAreKeptBeforeTheFirstSendAndASecondDeliveryIsDone", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true)
+		w.smtp.Script(smtptest.Fault{DropAfterBody: true}) // the lost acknowledgement
+		ticket := w.open(t, "Parcel", "Where is it?")
+		msg, jobID, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "On its way."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := w.desk.Deliver(w.ctx, desk.Attempt{JobID: jobID, MessageID: msg.ID, Attempt: 1, MaxAttempts: 3})
+		if first.Step != desk.Retry {
+			t.Fatalf("after a lost acknowledgement: %+v, want a retry", first)
+		}
+		if em, _ := w.st.GetOutboundEmail(w.ctx, msg.ID); em.State != store.DeliveryUncertain || em.Rendered == nil {
+			t.Fatalf("delivery %s with %d bytes kept, want uncertain with its bytes", em.State, len(em.Rendered))
+		}
+		second := w.desk.Deliver(w.ctx, desk.Attempt{JobID: jobID, MessageID: msg.ID, Attempt: 2, MaxAttempts: 3})
+		again := w.desk.Deliver(w.ctx, desk.Attempt{JobID: jobID, MessageID: msg.ID, Attempt: 3, MaxAttempts: 3})
+		got := w.smtp.Deliveries()
+		if second.Step != desk.Done || again.Step != desk.Done || len(got) != 2 || !bytes.Equal(got[0].Raw, got[1].Raw) {
+			t.Fatalf("steps %+v then %+v, %d deliveries: want the same bytes twice, then nothing", second, again, len(got))
+		}
+		if id := *msg.EmailMessageID; !bytes.Contains(got[1].Raw, []byte("Message-Id: "+id)) ||
+			bytes.Contains(got[1].Raw, []byte("References: "+id)) {
+			t.Errorf("the resend does not carry its own Message-ID %s, or cites it", id)
+		}
+	})
+
+	t.Run("ARefusalForGoodIsABounceAndSuppressesTheAddress", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true)
+		w.smtp.SetFallback(smtptest.Fault{RcptErr: map[string]*smtp.SMTPError{ada.Email: smtptest.ErrNoSuchUser}})
+		ticket := w.open(t, "Parcel", "Hi.")
+		msg, jobID, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "Hello."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := w.desk.Deliver(w.ctx, desk.Attempt{JobID: jobID, MessageID: msg.ID, Attempt: 1, MaxAttempts: 3})
+		if n.Step != desk.Cancel {
+			t.Fatalf("step %+v, want a cancel: a retry would get the same", n)
+		}
+		notes := ofDirection(w.messages(t, ticket.ID), vocab.DirectionNote)
+		if len(notes) != 1 || !strings.Contains(notes[0].Body, "5.1.1") || w.ticket(t, ticket.ID).Status != vocab.StatusOpen {
+			t.Errorf("notes %+v, ticket %s: want a note naming the status, the ticket open again", notes, w.ticket(t, ticket.ID).Status)
+		}
+		// The next reply to the address fails at once, without SMTP.
+		before := w.smtp.Connections()
+		next, jobID, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "Again."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := w.desk.Deliver(w.ctx, desk.Attempt{JobID: jobID, MessageID: next.ID, Attempt: 1, MaxAttempts: 3}); n.Step != desk.Cancel {
+			t.Errorf("step %+v", n)
+		}
+		if em, _ := w.st.GetOutboundEmail(w.ctx, next.ID); em.State != store.DeliverySuppressed || w.smtp.Connections() != before {
+			t.Errorf("delivery %s after %d connections, want suppressed with none", em.State, w.smtp.Connections()-before)
+		}
+	})
+
+	t.Run("ARelayThatAsksToSlowDownSnoozesWithoutAnAttempt", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true)
+		w.smtp.Script(smtptest.Fault{RejectConnect: smtptest.ErrServiceNotAvailable})
+		ticket := w.open(t, "Parcel", "Hi.")
+		msg, jobID, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "Hello."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := w.desk.Deliver(w.ctx, desk.Attempt{JobID: jobID, MessageID: msg.ID, Attempt: 1, MaxAttempts: 1})
+		if n.Step != desk.Snooze || n.Wait <= 0 {
+			t.Errorf("step %+v, want a snooze: a relay's 421 spends no attempt, even the last", n)
+		}
+		if paused, err := w.st.RelaysPaused(w.ctx); err != nil || paused != 1 {
+			t.Errorf("%d relays paused (%v), want the relay", paused, err)
+		}
+	})
+
+	t.Run("AMailUndeliveredPastItsAgeFails", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true, func(c *desk.Config) { c.Delivery.GiveUpAfter = time.Millisecond })
+		ticket := w.open(t, "Parcel", "Hi.")
+		msg, jobID, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "Hello."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		n := w.desk.Deliver(w.ctx, desk.Attempt{JobID: jobID, MessageID: msg.ID, Attempt: 1, MaxAttempts: 3})
+		if n.Step != desk.Cancel || !strings.Contains(n.Err.Error(), "EmailExpired") || len(w.smtp.Deliveries()) != 0 {
+			t.Errorf("step %+v after %d deliveries, want EmailExpired and none", n, len(w.smtp.Deliveries()))
+		}
+	})
+}

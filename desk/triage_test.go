@@ -1,0 +1,123 @@
+package desk_test
+
+import (
+	"strings"
+	"testing"
+
+	"helpdesk/desk"
+	"helpdesk/provider"
+	"helpdesk/vocab"
+)
+
+// triage saves the three steps of the ticket's triage job, as the worker
+// would with the provider's answers.
+func (w *world) triage(t *testing.T, ticketID, team string) {
+	t.Helper()
+	jobID := *w.ticket(t, ticketID).TriageJobID
+	for _, r := range []*desk.TriageResult{
+		{Task: desk.TaskClassify, Output: `{"team":"` + team + `"}`, Classification: &provider.Classification{Team: team, Priority: 2}},
+		{Task: desk.TaskDraftReply, Output: "Dear Ada", Draft: "Dear Ada, it is on its way."},
+		{Task: desk.TaskEmbed, Output: "vector", Embedding: []float32{1, 0, 0}, Last: true},
+	} {
+		r.JobID, r.TicketID = jobID, ticketID
+		if _, err := w.desk.SaveTriageStep(w.ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestTriage(t *testing.T) {
+	t.Parallel()
+
+	t.Run("TheInputIsTheTicketAsTheProviderIsToldIt", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, false)
+		w.agent(t, "alice", "billing")
+		ticket := w.open(t, "Refund", "Please refund order 4711.")
+		in, err := w.desk.TriageInput(w.ctx, *ticket.TriageJobID, ticket.ID, "provider")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Ticket.Subject != "Refund" || in.Ticket.CustomerName != ada.Name || len(in.Ticket.Messages) != 1 ||
+			!strings.Contains(in.Ticket.Messages[0], "4711") || len(in.Done) != 0 || len(in.Ticket.Teams) != 1 {
+			t.Errorf("input %+v", in)
+		}
+	})
+
+	t.Run("OneResultPerJobAndStepASecondSaveChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, false)
+		ticket := w.open(t, "Refund", "Please refund.")
+		w.triage(t, ticket.ID, "billing")
+		again := &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskClassify, Output: "other",
+			Classification: &provider.Classification{Team: "shipping", Priority: 4}}
+		if _, err := w.desk.SaveTriageStep(w.ctx, again); err != nil {
+			t.Fatal(err)
+		}
+		got := w.ticket(t, ticket.ID)
+		runs, _ := w.st.ListAIRuns(w.ctx, ticket.ID)
+		if deref(got.Team) != "billing" || *got.Priority != 2 || len(runs) != 3 {
+			t.Errorf("team %v priority %v, %d results: the second save changed the ticket", got.Team, *got.Priority, len(runs))
+		}
+		in, _ := w.desk.TriageInput(w.ctx, *ticket.TriageJobID, ticket.ID, "provider")
+		if len(in.Done) != 3 {
+			t.Errorf("done %v, want every step skipped by a second delivery", in.Done)
+		}
+	})
+
+	t.Run("ClassifyAssignsTheLeastBusyAgentOfTheTeam", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, false, func(c *desk.Config) { c.AutoAssign = true })
+		w.agent(t, "alice", "billing")
+		w.agent(t, "bilal", "billing")
+		busy := w.open(t, "First", "Hi.")
+		w.triage(t, busy.ID, "billing")
+		next := w.open(t, "Second", "Hi.")
+		w.triage(t, next.ID, "billing")
+		a, b := deref(w.ticket(t, busy.ID).Assignee), deref(w.ticket(t, next.ID).Assignee)
+		if a == "" || b == "" || a == b {
+			t.Errorf("assigned %q then %q: want each agent one", a, b)
+		}
+		if events := w.events(t, next.ID); len(events) != 1 || events[0] != "assignee:→"+b {
+			t.Errorf("events %v", events)
+		}
+	})
+
+	t.Run("TheLastStepNotifiesTheAssigneeOnce", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true, func(c *desk.Config) { c.AutoAssign = true })
+		w.agent(t, "alice", "billing")
+		ticket := w.open(t, "Refund", "Please refund order 4711.")
+		w.triage(t, ticket.ID, "billing")
+		last := &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskEmbed, Output: "racing", Embedding: []float32{0, 1, 0}, Last: true}
+		if _, err := w.desk.SaveTriageStep(w.ctx, last); err != nil {
+			t.Fatal(err)
+		}
+		notes := ofDirection(w.messages(t, ticket.ID), vocab.DirectionNotification)
+		if len(notes) != 1 || len(w.queue.of("notify")) != 1 || !strings.Contains(notes[0].Body, "order 4711") ||
+			!strings.Contains(notes[0].Body, "Dear Ada") {
+			t.Errorf("%d notifications (%d jobs): want one, with the message and the draft", len(notes), len(w.queue.of("notify")))
+		}
+		w.deliverAll(t)
+		if got := w.smtp.Deliveries(); len(got) != 1 || got[0].To[0] != "alice@support.example.com" {
+			t.Errorf("deliveries %+v, want the notification to alice", got)
+		}
+	})
+
+	t.Run("AJobACustomerMessageReplacedWritesNoDraft", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, false)
+		ticket := w.open(t, "Refund", "Please refund.")
+		old := *ticket.TriageJobID
+		if _, err := w.desk.AddCustomerMessage(w.ctx, &desk.CustomerMessageParams{TicketID: ticket.ID, Author: vocab.Customer(ada.ID), Body: "Order 5150 too."}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.desk.SaveTriageStep(w.ctx, &desk.TriageResult{JobID: old, TicketID: ticket.ID, Task: desk.TaskDraftReply,
+			Output: "old", Draft: "An answer to the first message only."}); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.ticket(t, ticket.ID); got.DraftReply != nil {
+			t.Errorf("draft %q written by the replaced job", *got.DraftReply)
+		}
+	})
+}
