@@ -39,7 +39,7 @@ faults: build
 bench:
 	$(WITHDB) -db helpdesk_test -- go test $(DEMO) -run '^$$' -bench . -benchtime 2s ./...
 
-## burst: the lesson's burst, 10× time-scaled (about 70 seconds); writes docs/burst.txt and docs/burst.png
+## burst: the burst, 10× time-scaled (about 70 seconds); writes docs/burst.txt and docs/burst.png
 burst: build-demo
 	mkdir -p docs
 	$(WITHDB) -- ./bin/helpdesk-demo burst -chart docs/burst.png | tee docs/burst.txt

@@ -98,16 +98,7 @@ func (d *Desk) acknowledgeTx(ctx context.Context, tx *store.Tx, t *store.Ticket,
 	} else if err != nil {
 		return err
 	}
-	var (
-		msg    store.Message
-		stored bool
-	)
-	tx.Later(func(b *store.Batch) {
-		b.InsertMessage(&store.InsertMessageParams{ID: messageID, TicketID: t.ID, Direction: vocab.DirectionAcknowledgement,
-			Author: vocab.System, Body: ack.text, EmailMessageID: &id, AutoSubmitted: true}, &msg)
-		b.InsertOutboundEmail(&store.InsertOutboundEmailParams{MessageID: messageID, FromAddress: d.config.From.String(),
-			Recipients: []store.Recipient{ack.to}, JobID: &jobID})
-		b.SaveRendered(messageID, ack.out.InReplyTo, ack.out.References, ack.raw, &stored)
-	})
+	d.keepRendered(tx, &store.InsertMessageParams{ID: messageID, TicketID: t.ID, Direction: vocab.DirectionAcknowledgement,
+		Author: vocab.System, Body: ack.text, EmailMessageID: &id, AutoSubmitted: true}, jobID, ack.to, ack.out, ack.raw)
 	return nil
 }

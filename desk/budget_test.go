@@ -51,6 +51,11 @@ func TestRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"TheTriageInput", 1, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, _ *storetest.Trips) {
+			if _, err := w.desk.TriageInput(ctx, *ticket.TriageJobID, ticket.ID, "p"); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"ATriageStep", 3, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
 			if _, err := w.desk.SaveTriageStep(ctx, &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskClassify,
 				Output: "{}", Classification: &provider.Classification{Team: "billing", Priority: 2}, ProviderName: "p"}); err != nil {

@@ -10,49 +10,34 @@ import (
 	"helpdesk/vocab"
 )
 
-// notifyTx tells the ticket's agents, by mail, what the customer wrote and
-// what triage made of it, in the transaction that completes triage job
-// triageJobID: the assignee, or every active agent of the team when nobody
-// is assigned. A job that a newer customer message replaced notifies
-// nobody; the newer one will. Without a way to send mail, nobody is told.
-func (d *Desk) notifyTx(ctx context.Context, tx *store.Tx, ticketID string, triageJobID int64) error {
-	st := tx.Store()
-	t, err := st.GetTicket(ctx, ticketID)
-	if err != nil {
+// triagedTx tells of a ticket whose triage job triageJobID just saved
+// its last step, in that transaction: ticket.triaged, and a mail to the
+// ticket's agents with what the customer wrote and what triage made of
+// it (the assignee, or every active agent of the team when nobody is
+// assigned). A job that a newer customer message replaced tells nobody;
+// the newer one will. Without a way to send mail, no agent is mailed.
+func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, triageJobID int64) error {
+	var (
+		t        store.Ticket
+		customer store.Customer
+		newest   []string
+		agents   []*store.Agent
+		reads    store.Batch
+	)
+	reads.GetTicket(ticketID, &t)
+	reads.CustomerOfTicket(ticketID, &customer)
+	reads.NewestBodies(ticketID, vocab.DirectionInbound, 1, &newest)
+	reads.AgentsToTell(ticketID, &agents)
+	if err := tx.Store().Send(ctx, &reads); err != nil {
 		return err
 	}
+	emit(tx, EventTicketTriaged, TicketTriaged{TicketID: t.ID, Team: t.Team, Priority: t.Priority, Assignee: t.Assignee, JobID: triageJobID})
 	if t.TriageJobID == nil || *t.TriageJobID != triageJobID {
 		return nil
 	}
-	var agents []*store.Agent
-	if t.Assignee != nil {
-		a, err := st.GetAgent(ctx, *t.Assignee)
-		if err != nil {
-			return err
-		}
-		if a.Active() {
-			agents = append(agents, a)
-		}
-	}
-	if len(agents) == 0 && t.Team != nil {
-		if agents, err = st.TeamAgents(ctx, *t.Team); err != nil {
-			return err
-		}
-	}
-	if len(agents) == 0 {
-		return nil
-	}
-	customer, err := st.GetCustomer(ctx, t.CustomerID)
-	if err != nil {
-		return err
-	}
-	newest, err := st.NewestBodies(ctx, t.ID, vocab.DirectionInbound, 1)
-	if err != nil {
-		return err
-	}
-	text, htmlBody := notificationBody(t, customer, newest)
+	text, htmlBody := notificationBody(&t, &customer, newest)
 	for _, a := range agents {
-		if err := d.mailAgentTx(ctx, tx, t, a, notificationSubject(t), text, htmlBody); err != nil {
+		if err := d.mailAgentTx(ctx, tx, &t, a, notificationSubject(&t), text, htmlBody); err != nil {
 			return err
 		}
 	}
@@ -89,18 +74,26 @@ func (d *Desk) mailAgentTx(ctx context.Context, tx *store.Tx, t *store.Ticket, a
 	if err != nil {
 		return err
 	}
+	d.keepRendered(tx, &store.InsertMessageParams{ID: messageID, TicketID: t.ID, Direction: vocab.DirectionNotification,
+		Author: vocab.System, Body: text, EmailMessageID: &id}, jobID, store.Recipient{Address: a.Email, Kind: "to"}, out, raw)
+	return nil
+}
+
+// keepRendered queues, with the transaction's next trip, a mail the
+// service wrote itself and rendered already: its message, its delivery to
+// one recipient with the job that sends it, and its bytes, kept before
+// any send.
+func (d *Desk) keepRendered(tx *store.Tx, m *store.InsertMessageParams, jobID int64, to store.Recipient, out *mail.Outgoing, raw []byte) {
 	var (
 		msg   store.Message
 		saved bool
 	)
 	tx.Later(func(b *store.Batch) {
-		b.InsertMessage(&store.InsertMessageParams{ID: messageID, TicketID: t.ID, Direction: vocab.DirectionNotification,
-			Author: vocab.System, Body: text, EmailMessageID: &id}, &msg)
-		b.InsertOutboundEmail(&store.InsertOutboundEmailParams{MessageID: messageID, FromAddress: d.config.From.String(),
-			Recipients: []store.Recipient{{Address: a.Email, Kind: "to"}}, JobID: &jobID})
-		b.SaveRendered(messageID, out.InReplyTo, out.References, raw, &saved)
+		b.InsertMessage(m, &msg)
+		b.InsertOutboundEmail(&store.InsertOutboundEmailParams{MessageID: m.ID, FromAddress: d.config.From.String(),
+			Recipients: []store.Recipient{to}, JobID: &jobID})
+		b.SaveRendered(m.ID, out.InReplyTo, out.References, raw, &saved)
 	})
-	return nil
 }
 
 // tellAssigneeTx mails the ticket's assignee, if any and active, a short

@@ -161,24 +161,10 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 		if !r.Last {
 			return nil
 		}
-		if err := d.notifyTx(ctx, tx, r.TicketID, r.JobID); err != nil {
-			return err
-		}
 		return d.triagedTx(ctx, tx, r.TicketID, r.JobID)
 	})
 	if err != nil {
 		return false, fmt.Errorf("save %s of job %d: %w", r.Task, r.JobID, err)
 	}
 	return free, nil
-}
-
-// triagedTx records ticket.triaged when a triage job completes, in its
-// transaction.
-func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, jobID int64) error {
-	t, err := tx.Store().GetTicket(ctx, ticketID)
-	if err != nil {
-		return err
-	}
-	emit(tx, EventTicketTriaged, TicketTriaged{TicketID: t.ID, Team: t.Team, Priority: t.Priority, Assignee: t.Assignee, JobID: jobID})
-	return nil
 }

@@ -1,4 +1,4 @@
-// Package inbound receives email over SMTP or LMTP, parses it and files each message once: a customer's under its ticket, an agent's answer as the agent's reply.
+// Package inbound receives email over SMTP or LMTP and parses it; desk files each message once.
 //
 // It is an edge of the service, as api/ is: it turns mail into calls of
 // desk/, so it stands beside api/ above the use cases, not inside mail/,

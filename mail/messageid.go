@@ -1,4 +1,4 @@
-// Package mail builds helpdesk's outbound email with go-message and sends it over SMTP with go-smtp.
+// Package mail builds helpdesk's outbound email with go-message and sends it over SMTP with go-smtp, or keeps it in a Maildir.
 package mail
 
 import (

@@ -108,6 +108,25 @@ func (s *Store) TeamAgents(ctx context.Context, team string) ([]*Agent, error) {
 	return list, nil
 }
 
+// AgentsToTell queues the read of who hears of the ticket: its assignee
+// if active, else the active agents of its team, by name; into gets them.
+func (b *Batch) AgentsToTell(ticketID string, into *[]*Agent) {
+	b.b.Queue(`WITH t AS (SELECT assignee, team FROM tickets WHERE id = $1),
+		assignee AS (SELECT a.name FROM agents a, t WHERE a.name = t.assignee AND a.disabled_at IS NULL)
+		SELECT `+agentColumns+` FROM agents a
+		WHERE a.name IN (SELECT name FROM assignee)
+		   OR (NOT EXISTS (SELECT 1 FROM assignee) AND a.disabled_at IS NULL
+		       AND a.name IN (SELECT g.agent FROM agent_teams g, t WHERE g.team = t.team))
+		ORDER BY a.name`, ticketID).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Agent, error) { return scanAgent(row) })
+		if err != nil {
+			return fmt.Errorf("agents of %s: %w", ticketID, err)
+		}
+		*into = list
+		return nil
+	})
+}
+
 // SetSignature replaces the agent's signature; ErrNotFound for an unknown agent.
 func (s *Store) SetSignature(ctx context.Context, name, signature string) (*Agent, error) {
 	a, err := scanAgent(s.db.QueryRow(ctx, `UPDATE agents a SET signature = $2 WHERE a.name = $1 RETURNING `+agentColumns, name, signature))

@@ -1,4 +1,4 @@
-// Package store keeps helpdesk's data in PostgreSQL, with the SQL of each table in one file.
+// Package store keeps helpdesk's data in PostgreSQL: each query defined once, as a batch method, in its table's file.
 package store
 
 import (

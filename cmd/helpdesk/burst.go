@@ -28,7 +28,7 @@ import (
 	"helpdesk/store"
 )
 
-// burstOptions is the lesson's burst: Tickets arriving at Rate a second
+// burstOptions is the burst: Tickets arriving at Rate a second
 // against a provider that allows QuotaCalls per QuotaWindow, all of it
 // Speed times faster than life. Times in the result are life's times.
 type burstOptions struct {
@@ -70,7 +70,7 @@ func init() { demoCommands["burst"] = cmdBurst }
 
 func cmdBurst(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("burst", "burst [-speed 10] [-chart docs/burst.png]",
-		"Replays the lesson's burst: 180 tickets at 6 a second against a provider quota of 50 calls a\n"+
+		"Replays the burst: 180 tickets at 6 a second against a provider quota of 50 calls a\n"+
 			"minute, on a scratch database, with the simulated provider and the real queue, -speed times\n"+
 			"faster than life. Prints the dead letters, the share of calls answered 429 and the drain time\n"+
 			"against the quota's floor, and charts the queue over time.", getenv, stdout, stderr)
@@ -131,7 +131,7 @@ func runBurst(ctx context.Context, serverURL string, opts burstOptions, logger *
 		return nil, err
 	}
 	// serve's defaults, scaled: the backoff and the breaker's probes.
-	// Ten workers, as the lesson's service has: before the first answers
+	// Ten workers, as a small first service would: before the first answers
 	// tell the quota, every worker may call at once, and that first wave
 	// is what a time-scaled window feels most.
 	queue, err := jobs.NewQueue(pool, jobs.Config{Logger: logger, Provider: client, TriageWorkers: 10, FetchPollInterval: opts.scaled(time.Second),
@@ -228,7 +228,7 @@ func printBurst(w io.Writer, r *burstResult) {
 	o := r.Options
 	fmt.Fprintf(w, "burst: %d tickets at %g a second against a quota of %d calls a %s, %g× faster than life\n",
 		o.Tickets, o.Rate, o.QuotaCalls, o.QuotaWindow, o.Speed)
-	fmt.Fprintf(w, "  dead letters:        %d (goal 0; the lesson's first version: 99 of 180)\n", r.DeadLetters)
+	fmt.Fprintf(w, "  dead letters:        %d (goal 0; without the pace: 99 of 180)\n", r.DeadLetters)
 	fmt.Fprintf(w, "  calls answered 429:  %d of %d (%.1f%%; goal at most 10%%)\n", r.Refused, r.Calls, 100*r.refusedShare())
 	fmt.Fprintf(w, "  drain time:          %s against the quota's floor of %s (%.2f×; goal at most 1.1×)\n",
 		r.Drain.Round(time.Second), r.Floor.Round(time.Second), r.drainRatio())

@@ -15,7 +15,7 @@ import (
 func TestBurstFollowsTheQuota(t *testing.T) {
 	t.Parallel()
 	opts := defaultBurst()
-	// Half the lesson's burst, 50× faster: 90 tickets against a 1.2s quota
+	// Half the burst, 50× faster: 90 tickets against a 1.2s quota
 	// window, about 7 seconds. BenchmarkBurst runs the whole of it.
 	opts.Tickets, opts.Speed = 90, 50
 	res, err := runBurst(context.Background(), storetest.URL(), opts, jobstest.Logger())
@@ -35,7 +35,7 @@ func TestBurstFollowsTheQuota(t *testing.T) {
 	t.Logf("drain %s against a floor of %s (%.2f×)", res.Drain, res.Floor, res.drainRatio())
 }
 
-// BenchmarkBurst runs the lesson's burst 20× time-scaled (about 35 seconds
+// BenchmarkBurst runs the burst 20× time-scaled (about 35 seconds
 // an iteration) and reports its three numbers.
 func BenchmarkBurst(b *testing.B) {
 	opts := defaultBurst()

@@ -26,12 +26,12 @@ commands:
   load        load the demo's customers and agents, or your own with -dir (-reset empties everything first)
   agent       add, list and disable agents: agent add NAME -email ADDR -team TEAM
   customer    add and list customers: customer add -email ADDR -name NAME
-  demo        show both kinds of duplicate made harmless, on a scratch database
+  demo        show both kinds of duplicate made harmless, on a scratch database (demo build)
   simulator   run the simulated AI provider on its own
   provider    show the AI provider's circuit breaker and pace
   suppressions  list (or -clear) the addresses that bounced for good
   mail        mail reparse MESSAGE: read an inbound message again from its raw mail
-  burst       replay the lesson's burst against a quota, time-scaled, and chart it
+  burst       replay 180 tickets against a provider quota, time-scaled, and chart it (demo build)
   version     print the module version and the VCS revision it was built from
 
 Every command logs to stderr at HELPDESK_LOG_LEVEL (debug, info, warn, error; default info)
@@ -41,7 +41,7 @@ Run "helpdesk <command> --help" for a command's flags.
 `
 
 // demoCommands are the commands of a binary built with -tags demo: the
-// duplicate demo and the lesson's burst, with the crash hooks they need.
+// duplicate demo and the burst, with the crash hooks they need.
 var demoCommands = map[string]func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error{}
 
 func main() {

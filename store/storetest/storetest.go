@@ -1,4 +1,4 @@
-// Package storetest gives each test a freshly migrated schema of its own in a real PostgreSQL.
+// Package storetest gives each test a freshly migrated schema of its own in a real PostgreSQL, and counts its round trips.
 package storetest
 
 import (
