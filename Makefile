@@ -27,9 +27,12 @@ lint:
 	if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi; \
 	echo "gofmt: all files formatted"
 
-# The fault suite (faulttest/) runs the built binary as separate processes.
+# The fault suite (faulttest/) runs the built binary as separate processes. The
+# memory tests read the process's heap and parse tens of MiB, which the race
+# detector slows tenfold: they run without it (they are built only then).
 unit: build
 	HELPDESK_BIN=$(CURDIR)/bin/helpdesk $(WITHDB) -db helpdesk_test -- go test $(DEMO) -race -count=1 -timeout 15m ./...
+	$(WITHDB) -db helpdesk_test -- go test -count=1 -run Memory ./inbound
 
 ## faults: the fault suite alone, three times in a row
 faults: build

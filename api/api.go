@@ -98,6 +98,8 @@ func New(config Config) *Server {
 	s.route("/v1/tickets/{id}/replies", map[string]handlerFunc{http.MethodPost: s.createReply})
 	s.route("/v1/tickets/{id}/notes", map[string]handlerFunc{http.MethodPost: s.createNote})
 	s.route("/v1/tickets/{id}/messages", map[string]handlerFunc{http.MethodGet: s.listMessages, http.MethodPost: s.createCustomerMessage})
+	s.route("/v1/tickets/{id}/held/{message_id}/accept", map[string]handlerFunc{http.MethodPost: s.acceptHeld})
+	s.route("/v1/tickets/{id}/held/{message_id}/split", map[string]handlerFunc{http.MethodPost: s.splitHeld})
 	s.route("/v1/tickets/{id}/attachments/{attachment_id}", map[string]handlerFunc{http.MethodGet: s.getAttachment, http.MethodHead: s.getAttachment})
 	s.route("/v1/attachments", map[string]handlerFunc{http.MethodPost: s.uploadAttachment})
 	s.route("/v1/agents", map[string]handlerFunc{http.MethodGet: s.listAgents})

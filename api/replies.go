@@ -142,7 +142,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, who vocab.
 		if !m.Direction.Public() && !who.IsAgent() {
 			continue
 		}
-		v := messageWithDelivery{messageView: viewMessage(m, attachments)}
+		v := messageWithDelivery{messageView: viewMessage(m, attachments).agentsOnly(who.IsAgent())}
 		// Delivery internals (SMTP replies, job ids, recipients) are for agents.
 		if d, ok := deliveries[m.ID]; ok && who.IsAgent() {
 			refs := d.References

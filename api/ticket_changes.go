@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strconv"
 
 	"helpdesk/desk"
 	"helpdesk/store"
@@ -133,5 +135,75 @@ func statusOf(v vocab.Status) error {
 	if v != "" && !v.Valid() {
 		return unprocessable("invalid_status", "status must be one of %s", vocab.StatusNames())
 	}
+	return nil
+}
+
+type acceptHeldRequest struct {
+	// As is whose message it becomes: "customer" (the ticket's customer
+	// wrote it) or "participant" (its sender did, and may write again).
+	As desk.AcceptAs `json:"as"`
+}
+
+// heldMessage reads the {id} and {message_id} of a held-message route.
+func heldMessage(r *http.Request) (string, int64, error) {
+	id := r.PathValue("id")
+	if err := checkTicketID(id); err != nil {
+		return "", 0, err
+	}
+	msgID, err := strconv.ParseInt(r.PathValue("message_id"), 10, 64)
+	if err != nil || msgID <= 0 {
+		return "", 0, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such message: " + r.PathValue("message_id")}
+	}
+	return id, msgID, nil
+}
+
+// acceptHeld answers POST /v1/tickets/{id}/held/{message_id}/accept
+// (agents): a held mail becomes the customer's message, or its sender's,
+// who may then write into the ticket.
+func (s *Server) acceptHeld(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
+	if err := requireAgent(who, "accept held mail"); err != nil {
+		return err
+	}
+	id, msgID, err := heldMessage(r)
+	if err != nil {
+		return err
+	}
+	var req acceptHeldRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if !req.As.Valid() {
+		return unprocessable("invalid_as", `as must be "customer" or "participant"`)
+	}
+	msg, err := s.desk.AcceptHeld(r.Context(), who, id, msgID, req.As)
+	if errors.Is(err, desk.ErrNoHeldSender) {
+		return unprocessable("no_sender", "%s; accept it as the customer's instead", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewMessage(msg, nil))
+	return nil
+}
+
+// splitHeld answers POST /v1/tickets/{id}/held/{message_id}/split
+// (agents): a held mail becomes the first message of a new ticket of its
+// sender's.
+func (s *Server) splitHeld(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
+	if err := requireAgent(who, "split held mail"); err != nil {
+		return err
+	}
+	id, msgID, err := heldMessage(r)
+	if err != nil {
+		return err
+	}
+	ticket, err := s.desk.SplitHeld(r.Context(), who, id, msgID)
+	if errors.Is(err, desk.ErrNoHeldSender) {
+		return unprocessable("no_sender", "%s, so no ticket of its own can be its sender's", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"ticket_id": ticket.ID})
 	return nil
 }

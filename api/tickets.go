@@ -135,6 +135,16 @@ type messageView struct {
 	EmailMessageID *string             `json:"email_message_id"`
 	CreatedAt      time.Time           `json:"created_at"`
 	Attachments    []*store.Attachment `json:"attachments"`
+	// Of inbound and held mail, for agents: the From it came with, what
+	// its sender authentication said, and why it is held.
+	Sender         *string             `json:"sender,omitempty"`
+	Authentication *authenticationView `json:"authentication,omitempty"`
+	HeldReason     *string             `json:"held_reason,omitempty"`
+}
+
+type authenticationView struct {
+	Verdict vocab.Verdict `json:"verdict"` // pass, fail or none
+	Detail  string        `json:"detail"`  // which checks said so, e.g. "dmarc=fail (p=reject) header.from=example.com"
 }
 
 type ticketView struct {
@@ -153,8 +163,20 @@ func viewMessage(m *store.Message, attachments map[int64][]*store.Attachment) me
 	if list == nil {
 		list = []*store.Attachment{}
 	}
-	return messageView{ID: m.ID, Direction: m.Direction, Author: m.Author, Body: m.Body,
-		EmailMessageID: m.EmailMessageID, CreatedAt: m.CreatedAt, Attachments: list}
+	v := messageView{ID: m.ID, Direction: m.Direction, Author: m.Author, Body: m.Body,
+		EmailMessageID: m.EmailMessageID, CreatedAt: m.CreatedAt, Attachments: list, Sender: m.Sender, HeldReason: m.HeldReason}
+	if m.AuthVerdict != nil {
+		v.Authentication = &authenticationView{Verdict: *m.AuthVerdict, Detail: deref(m.AuthDetail)}
+	}
+	return v
+}
+
+// agentsOnly leaves out of a message what only agents see.
+func (v messageView) agentsOnly(agent bool) messageView {
+	if !agent {
+		v.Sender, v.Authentication, v.HeldReason = nil, nil, nil
+	}
+	return v
 }
 
 func summarize(t *store.Ticket, c *store.Customer) ticketSummary {
@@ -216,7 +238,7 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who vocab.Act
 		if !m.Direction.Public() && !who.IsAgent() {
 			continue
 		}
-		view.Messages = append(view.Messages, viewMessage(m, attachments))
+		view.Messages = append(view.Messages, viewMessage(m, attachments).agentsOnly(who.IsAgent()))
 	}
 	if ticket.TriageJobID != nil {
 		view.Triage = &triageView{JobID: *ticket.TriageJobID}
@@ -348,4 +370,11 @@ func decodeCursor(s string) (*store.TicketKey, error) {
 		return nil, errors.New("malformed cursor")
 	}
 	return &store.TicketKey{CreatedAt: time.UnixMicro(n), ID: id}, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -1,6 +1,8 @@
 package desk_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"helpdesk/desk"
@@ -15,7 +17,7 @@ func TestAcknowledgement(t *testing.T) {
 		w := newWorld(t, true, func(c *desk.Config) { c.Ack = &desk.AckConfig{MaxPerDay: 2} })
 		var tickets []string
 		for _, subject := range []string{"One", "Two", "Three"} {
-			out, err := w.desk.FileInbound(w.ctx, support, mailFrom(ada.Email, "<"+subject+"@mail.example.com>", subject, "Hi."), nil)
+			out, err := w.desk.FileInbound(w.ctx, support, mailFrom(ada.Email, "<"+subject+"@mail.example.com>", subject, "Hi."))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,12 +46,53 @@ func TestAcknowledgement(t *testing.T) {
 				return m
 			}(),
 		} {
-			if _, err := w.desk.FileInbound(w.ctx, support, m, nil); err != nil {
+			if _, err := w.desk.FileInbound(w.ctx, support, m); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if jobs := w.queue.of("email"); len(jobs) != 0 {
 			t.Errorf("%d acknowledgements queued to machines", len(jobs))
+		}
+	})
+
+	t.Run("AnAcknowledgementToANewSenderRepeatsNothingItChose", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true, func(c *desk.Config) { c.Ack = &desk.AckConfig{} })
+		m := mailFrom("victim@example.org", "<p1@attacker.example>", "Claim your prize at http://evil.example/win", "Hi.")
+		m.FromName = "Prize Desk http://evil.example"
+		out, err := w.desk.FileInbound(w.ctx, support, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.deliverAll(t)
+		got := w.smtp.Deliveries()
+		if len(got) != 1 {
+			t.Fatalf("%d acknowledgements sent, want 1", len(got))
+		}
+		if raw := string(got[0].Raw); strings.Contains(raw, "evil.example") || !strings.Contains(raw, out.TicketID) {
+			t.Errorf("the acknowledgement repeats the sender's words:\n%s", raw)
+		}
+	})
+
+	t.Run("NoAcknowledgementToAFailVerdictAndFewAnHourToAll", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true, func(c *desk.Config) { c.Ack = &desk.AckConfig{MaxPerHour: 2} })
+		forged := mailFrom(ada.Email, "<f1@attacker.example>", "Hello", "Hi.")
+		forged.Verdict = vocab.VerdictFail
+		if _, err := w.desk.FileInbound(w.ctx, support, forged); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(w.queue.of("email")); n != 0 {
+			t.Fatalf("%d acknowledgements of a mail whose sender's domain disowns it", n)
+		}
+		for i := range 4 {
+			from := fmt.Sprintf("sender%d@example.org", i)
+			if _, err := w.desk.FileInbound(w.ctx, support, mailFrom(from, fmt.Sprintf("<h%d@example.org>", i), "Hello", "Hi.")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := len(w.queue.of("email")); n != 2 {
+			t.Errorf("%d acknowledgements to 4 senders in an hour, want the cap of 2", n)
 		}
 	})
 }

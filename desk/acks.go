@@ -21,9 +21,15 @@ type AckConfig struct {
 	// that two automatic responders that strip each other's marks still
 	// stop. Default 3.
 	MaxPerDay int
+	// MaxPerHour bounds the acknowledgements to every address together,
+	// so that forged senders cannot make the service a mailer of many.
+	MaxPerHour int
 }
 
-// AckData is what an acknowledgement template may use.
+// AckData is what an acknowledgement template may use. To a sender who
+// became a customer with the mail it answers, CustomerName and Subject are
+// empty: anyone may forge a From, and the acknowledgement must not carry
+// words a stranger chose to someone else.
 type AckData struct {
 	TicketID      string
 	Subject       string
@@ -32,9 +38,9 @@ type AckData struct {
 }
 
 // DefaultAckTemplate is the acknowledgement when the configuration names none.
-const DefaultAckTemplate = `Hello {{.CustomerName}},
+const DefaultAckTemplate = `Hello{{if .CustomerName}} {{.CustomerName}}{{end}},
 
-we have received your message and opened ticket {{.TicketID}} ("{{.Subject}}").
+we have received your message and opened ticket {{.TicketID}}{{if .Subject}} ("{{.Subject}}"){{end}}.
 An agent will answer you by email. To add something, reply to this email.
 
 This is an automatic reply.
@@ -70,7 +76,7 @@ var noReply = regexp.MustCompile(`(?i)^(.*[-_.+])?(no-?reply|do-?not-?reply|mail
 // with data no mail can carry, the acknowledgement is dropped and the
 // ticket stays: both are known before anything of it is written, and its
 // rows wait for the transaction's next trip.
-func (d *Desk) acknowledgeTx(ctx context.Context, tx *store.Tx, t *store.Ticket, c *store.Customer, root string) error {
+func (d *Desk) acknowledgeTx(ctx context.Context, tx *store.Tx, t *store.Ticket, c *store.Customer, root string, neutral bool) error {
 	local, domain, _ := strings.Cut(strings.ToLower(c.Email), "@")
 	own := strings.ToLower(d.config.From.Address)
 	if noReply.MatchString(local) || strings.EqualFold(c.Email, own) || strings.HasSuffix(own, "@"+domain) {
@@ -78,7 +84,7 @@ func (d *Desk) acknowledgeTx(ctx context.Context, tx *store.Tx, t *store.Ticket,
 	}
 	// The message is written in this transaction, so its time is the ticket's.
 	id := mail.NewMessageID(d.config.MailDomain)
-	ack, err := d.composeAck(t, c, root, id)
+	ack, err := d.composeAck(t, c, root, id, neutral)
 	if err != nil {
 		return nil // the mail cannot be made: the ticket stays, unacknowledged
 	}
@@ -87,7 +93,8 @@ func (d *Desk) acknowledgeTx(ctx context.Context, tx *store.Tx, t *store.Ticket,
 		claimed   bool
 		messageID int64
 	)
-	claim.ClaimAcknowledgement(c.Email, t.ID, d.config.Ack.MaxPerDay, AckWindow, &claimed)
+	claim.ClaimAcknowledgement(c.Email, t.ID, store.AckLimits{PerAddress: d.config.Ack.MaxPerDay, Window: AckWindow,
+		PerHour: d.config.Ack.MaxPerHour}, &claimed)
 	claim.NextMessageID(&messageID)
 	if err := tx.Store().Send(ctx, &claim); err != nil || !claimed {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"helpdesk/blob"
 	"helpdesk/store"
 	"helpdesk/vocab"
 )
@@ -16,7 +17,7 @@ type AgentMail struct {
 	Agent          *store.Agent
 	Text           string // the new text, the quoted history already cut
 	EmailMessageID string
-	Raw            []byte
+	RawGzip        *blob.Buffer // the mail as it came, compressed
 }
 
 // AgentMailOutcome is what an agent's mail did.
@@ -37,7 +38,7 @@ func (d *Desk) agentReplyTx(ctx context.Context, tx *store.Tx, m *AgentMail) (*A
 	st := tx.Store()
 	author := vocab.Agent(m.Agent.Name)
 	if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: m.TicketID, Direction: vocab.DirectionAgentEmail,
-		Author: author, Body: m.Text, EmailMessageID: &m.EmailMessageID, RawEmail: m.Raw}); err != nil {
+		Author: author, Body: m.Text, EmailMessageID: &m.EmailMessageID, RawEmailGzip: m.RawGzip}); err != nil {
 		return nil, err
 	}
 	t, err := st.LockTicket(ctx, m.TicketID)

@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"helpdesk/blob"
 	"helpdesk/store"
 )
 
@@ -26,10 +27,12 @@ var ErrAttachmentUnavailable = errors.New("not an unsent upload of yours")
 // (which an HTML part shows through its cid: Content-ID), a forwarded
 // message.
 type File struct {
-	Name      string // a file name without any folder
-	Type      string // the media type, lower case
-	Content   []byte // decoded
-	ContentID string // "<…>", or ""
+	Name      string       // a file name without any folder
+	Type      string       // the media type, lower case
+	Content   *blob.Buffer // decoded; nil when it was over the bound, and only its size is known
+	Size      int64        // its size, decoded
+	Note      string       // why its content was not kept, when it was not
+	ContentID string       // "<…>", or ""
 	Inline    bool
 }
 
@@ -39,11 +42,14 @@ type File struct {
 func (d *Desk) keepable(files []*File) []*store.NewAttachment {
 	out := make([]*store.NewAttachment, 0, len(files))
 	for _, f := range files {
-		a := &store.NewAttachment{Filename: f.Name, ContentType: f.Type, Size: int64(len(f.Content)), Content: f.Content,
+		size := max(f.Size, f.Content.Len())
+		a := &store.NewAttachment{Filename: f.Name, ContentType: f.Type, Size: size, Content: f.Content,
 			ContentID: f.ContentID, Inline: f.Inline}
-		if max := d.config.AttachmentMaxBytes; int64(len(f.Content)) > max {
-			a.Content = nil
-			a.Note = fmt.Sprintf("content not kept: %d bytes, over the limit of %d (HELPDESK_ATTACHMENT_MAX_BYTES)", a.Size, max)
+		if limit := d.config.AttachmentMaxBytes; f.Content == nil || size > limit {
+			a.Content, a.Note = nil, f.Note
+			if a.Note == "" || size > limit {
+				a.Note = fmt.Sprintf("content not kept: %d bytes, over the limit of %d (HELPDESK_ATTACHMENT_MAX_BYTES)", a.Size, limit)
+			}
 		}
 		out = append(out, a)
 	}
@@ -68,7 +74,7 @@ func (d *Desk) StoreUploadTx(ctx context.Context, tx *store.Tx, u *Upload) (*sto
 		return nil, fmt.Errorf("%w: %d bytes; at most %d", ErrAttachmentTooLarge, len(u.Content), d.config.AttachmentMaxBytes)
 	}
 	list, err := tx.Store().InsertAttachments(ctx, nil, []*store.NewAttachment{{Filename: u.Filename, ContentType: u.ContentType,
-		Size: int64(len(u.Content)), Content: u.Content, UploadedBy: u.Agent}})
+		Size: int64(len(u.Content)), Content: blob.FromBytes(u.Content), UploadedBy: u.Agent}})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"helpdesk/desk"
+	"helpdesk/mail"
 	"helpdesk/vocab"
 )
 
@@ -13,7 +14,7 @@ func TestBounceReport(t *testing.T) {
 
 	t.Run("AReportOnOurReplyMarksItsRecipientSuppressesAndReopens", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t, true)
+		w := newWorld(t, true, withReplySecret)
 		ticket := w.open(t, "Parcel", "Hi.")
 		msg, _, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "On its way."})
 		if err != nil {
@@ -23,7 +24,15 @@ func TestBounceReport(t *testing.T) {
 		report := mailFrom("mailer-daemon@mx.example.com", "<b1@mx.example.com>", "Undelivered Mail", "Sorry.")
 		report.Report = &desk.DeliveryReport{OriginalMessageID: *msg.EmailMessageID,
 			Failed: map[string]string{ada.Email: "5.1.1 smtp; 550 5.1.1 User unknown"}}
-		out, err := w.desk.FileInbound(w.ctx, support, report, nil)
+		forged := *report
+		forged.MessageID = "<b0@mx.example.com>"
+		if out, err := w.desk.FileInbound(w.ctx, support, &forged); err != nil || out.Kind != "held" {
+			t.Fatalf("a report to the support address: %+v (%v), want held", out, err)
+		}
+		if s, _ := w.st.ListSuppressions(w.ctx); len(s) != 0 {
+			t.Fatalf("a report to the support address suppressed %+v", s)
+		}
+		out, err := w.desk.FileInbound(w.ctx, []string{bounceAddress(msg.ID)}, report)
 		if err != nil || out.Kind != "bounce" || out.TicketID != ticket.ID {
 			t.Fatalf("filed %+v (%v)", out, err)
 		}
@@ -37,4 +46,13 @@ func TestBounceReport(t *testing.T) {
 			t.Errorf("suppressions %+v", s)
 		}
 	})
+}
+
+const replySecret = "a secret of this test, long enough"
+
+func withReplySecret(c *desk.Config) { c.ReplySecret = replySecret }
+
+// bounceAddress is the envelope sender of message id, under withReplySecret.
+func bounceAddress(id int64) string {
+	return (&mail.ReplyAddresses{Local: "support", Domain: supportDomain, Secret: []byte(replySecret)}).BounceAddress(id)
 }

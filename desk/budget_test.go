@@ -34,7 +34,7 @@ func TestRoundTrips(t *testing.T) {
 			}
 		}},
 		{"FileANewTicketByMail", 5, false, func(ctx context.Context, t *testing.T, w *world, _ *store.Ticket, _ *storetest.Trips) {
-			if _, err := w.desk.FileInbound(ctx, support, mailFrom(bram.Email, "<budget@mail.example.com>", "S", "B"), nil); err != nil {
+			if _, err := w.desk.FileInbound(ctx, support, mailFrom(bram.Email, "<budget@mail.example.com>", "S", "B")); err != nil {
 				t.Fatal(err)
 			}
 		}},

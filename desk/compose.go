@@ -8,6 +8,7 @@ import (
 
 	"helpdesk/mail"
 	"helpdesk/store"
+	"helpdesk/vocab"
 )
 
 // Every mail the service sends is composed here: agents' replies and
@@ -25,18 +26,27 @@ type composed struct {
 
 // composeAck is the acknowledgement of a new ticket: the ticket number in
 // the subject and the text, In-Reply-To the customer's mail, Reply-To the
-// ticket's plus address, marked auto-replied (RFC 3834 §5).
-func (d *Desk) composeAck(t *store.Ticket, c *store.Customer, root, id string) (*composed, error) {
+// ticket's plus address, marked auto-replied (RFC 3834 §5). A neutral one
+// (to a sender the mail made a customer) names neither the sender nor
+// the subject: a forged sender must not make the service repeat its words.
+func (d *Desk) composeAck(t *store.Ticket, c *store.Customer, root, id string, neutral bool) (*composed, error) {
 	to, err := mail.ParseAddress(c.Email)
 	if err != nil {
 		return nil, err
 	}
-	to.Name = c.Name
+	data := AckData{TicketID: t.ID, Subject: t.Subject, CustomerName: c.Name, CustomerEmail: c.Email}
+	subject, line := t.Subject, ""
+	if neutral {
+		data.Subject, data.CustomerName = "", ""
+		subject, line = "", "Your message to "+d.config.From.Name+" [#"+t.ID+"]"
+	} else {
+		to.Name = c.Name
+	}
 	var text strings.Builder
-	if err := d.config.Ack.Template.Execute(&text, AckData{TicketID: t.ID, Subject: t.Subject, CustomerName: c.Name, CustomerEmail: c.Email}); err != nil {
+	if err := d.config.Ack.Template.Execute(&text, data); err != nil {
 		return nil, err
 	}
-	out := &mail.Outgoing{From: d.config.From, To: []*mail.Address{to}, Subject: t.Subject, TicketID: t.ID, Date: t.CreatedAt,
+	out := &mail.Outgoing{From: d.config.From, To: []*mail.Address{to}, Subject: subject, SubjectLine: line, TicketID: t.ID, Date: t.CreatedAt,
 		MessageID: id, InReplyTo: root, References: []string{root}, ThreadRoot: root, ThreadStart: t.CreatedAt,
 		Body: text.String(), AutoReply: true, ReplyTo: d.plusAddress(t.ID)}
 	raw, err := out.Render()
@@ -119,20 +129,32 @@ func replyBodies(msg *store.Message, agent *store.Agent, quoted *store.Message, 
 	}
 	var quote *mail.Quote
 	if quoted != nil {
-		name := customer.Name
-		if name == "" {
-			name = customer.Email
-		}
-		quote = &mail.Quote{Date: quoted.CreatedAt, Name: name, Text: quoted.Body}
+		quote = &mail.Quote{Date: quoted.CreatedAt, Name: authorName(quoted, customer), Text: quoted.Body}
 	}
 	return mail.ReplyBodies(msg.Body, signature, quote)
+}
+
+// authorName is who wrote a customer-side message, as a quote or a
+// notification names them: the customer by name for the customer's own,
+// else the address it came from. Never another person's name.
+func authorName(m *store.Message, customer *store.Customer) string {
+	if m.Author == vocab.Customer(customer.ID) {
+		if customer.Name != "" {
+			return customer.Name
+		}
+		return customer.Email
+	}
+	if m.Sender != nil {
+		return *m.Sender
+	}
+	return m.Author.ID()
 }
 
 // agentMail is a mail to an agent about a ticket: a notification, an
 // explanation or a notice, threaded only among the ticket's agent-side
 // mail, marked auto-generated (RFC 3834 §5) so that out-of-office answers
 // stay away, with Reply-To the agent's signed address.
-func (d *Desk) agentMail(t *store.Ticket, a *store.Agent, id string, date time.Time, refs []string, subject, text, htmlBody string) *mail.Outgoing {
+func (d *Desk) agentMail(t *store.Ticket, a *store.Agent, messageID int64, id string, date time.Time, refs []string, subject, text, htmlBody string) *mail.Outgoing {
 	out := &mail.Outgoing{From: d.config.From, To: []*mail.Address{{Name: a.DisplayName, Address: a.Email}},
 		SubjectLine: subject, TicketID: t.ID, Date: date, MessageID: id, References: mail.References(refs),
 		Body: text, HTML: htmlBody, Automatic: true}
@@ -140,7 +162,8 @@ func (d *Desk) agentMail(t *store.Ticket, a *store.Agent, id string, date time.T
 		out.InReplyTo = refs[len(refs)-1]
 	}
 	if d.config.ReplyAddresses != nil {
-		out.ReplyTo = &mail.Address{Name: d.config.From.Name, Address: d.config.ReplyAddresses.Sign(t.ID, a.Name)}
+		out.ReplyTo = &mail.Address{Name: d.config.From.Name,
+			Address: d.config.ReplyAddresses.Sign(t.ID, messageID, date.Add(d.config.ReplyAddressTTL))}
 	}
 	return out
 }
@@ -161,10 +184,13 @@ const howToAnswer = "Reply to this mail to answer the customer: only your new te
 // notificationBody tells the agents what the customer wrote and what
 // triage made of it: the customer's newest message, the team and
 // priority, the draft.
-func notificationBody(t *store.Ticket, c *store.Customer, newest []string) (text, htmlBody string) {
-	message := "(no text)"
-	if len(newest) > 0 {
-		message = newest[len(newest)-1]
+func notificationBody(t *store.Ticket, c *store.Customer, newest *store.Message) (text, htmlBody string) {
+	message, name, address := "(no text)", c.Name, c.Email
+	if newest != nil {
+		message, name = newest.Body, authorName(newest, c)
+		if newest.Author != vocab.Customer(c.ID) {
+			address = name
+		}
 	}
 	triage := "not triaged yet"
 	if t.Team != nil && t.Priority != nil {
@@ -175,9 +201,9 @@ func notificationBody(t *store.Ticket, c *store.Customer, newest []string) (text
 		draft = *t.DraftReply
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s <%s> wrote on %s:\n\n%s\n\nTriage: %s.\n\nSuggested reply:\n\n%s\n\n-- \n%s\n", c.Name, c.Email, t.ID, message, triage, draft, howToAnswer)
+	fmt.Fprintf(&b, "%s <%s> wrote on %s:\n\n%s\n\nTriage: %s.\n\nSuggested reply:\n\n%s\n\n-- \n%s\n", name, address, t.ID, message, triage, draft, howToAnswer)
 	h := "<!DOCTYPE html>\n<html><body>\n" +
-		htmlParagraph(fmt.Sprintf("%s <%s> wrote on %s:", c.Name, c.Email, t.ID)) +
+		htmlParagraph(fmt.Sprintf("%s <%s> wrote on %s:", name, address, t.ID)) +
 		"<blockquote>" + htmlParagraph(message) + "</blockquote>\n" +
 		htmlParagraph("Triage: "+triage+".") + htmlParagraph("Suggested reply:") + "<blockquote>" + htmlParagraph(draft) + "</blockquote>\n" +
 		"<hr>\n" + htmlParagraph(howToAnswer) + "</body></html>\n"

@@ -62,6 +62,8 @@ func (c *Config) Settings() []settings.Setting {
 				}
 				return nil
 			}),
+		settings.Duration(&c.ReplyAddressTTL, "HELPDESK_REPLY_ADDRESS_TTL", "reply-address-ttl", "720h",
+			"how long the signed reply address of a notification takes an agent's answer; after it, mail to it is handled as anyone's"),
 		settings.Duration(&c.IdempotencyRetention, "HELPDESK_IDEMPOTENCY_RETENTION", "idempotency-retention", "24h",
 			"how long an Idempotency-Key replays its first answer; a periodic job forgets older keys"),
 		settings.Func("HELPDESK_SUPPRESS_DAYS", "suppress-days", "30", "an address that bounced for good is left alone this many days: replies to it fail at once",
@@ -106,8 +108,19 @@ func (c *Config) Settings() []settings.Setting {
 				}
 				return nil
 			}).ZeroWhen(func() bool { return c.Ack != nil && c.Ack.MaxPerDay == 0 }),
+		settings.Func("HELPDESK_ACK_MAX_PER_HOUR", "ack-max-per-hour", "100", "acknowledgements to every address together in an hour, at most: forged senders cannot make the service mail many",
+			func(v string) error {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 {
+					return settings.Wantf("a whole number of 1 or more")
+				}
+				if c.Ack != nil {
+					c.Ack.MaxPerHour = n
+				}
+				return nil
+			}).ZeroWhen(func() bool { return c.Ack != nil && c.Ack.MaxPerHour == 0 }),
 		settings.Func("HELPDESK_ACK_TEMPLATE", "ack-template", "",
-			"the acknowledgement's text: a file's path, or the text itself when it holds `{{` or a line break; a Go text/template given .TicketID, .Subject, .CustomerName, .CustomerEmail, tried at start; unset: a built-in text",
+			"the acknowledgement's text: a file's path, or the text itself when it holds `{{` or a line break; a Go text/template given .TicketID, .Subject, .CustomerName, .CustomerEmail (.Subject and .CustomerName are empty for a sender the mail made a customer: anyone can forge a From), tried at start; unset: a built-in text",
 			func(v string) error {
 				t, err := ackTemplateOf(v)
 				if err != nil {

@@ -159,11 +159,21 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 			return retry(err)
 		}
 	}
-	res := dc.Sender.Send(ctx, mail.Envelope{From: from.Address, To: to}, em.Rendered)
+	res := dc.Sender.Send(ctx, mail.Envelope{From: d.envelopeSender(em.MessageID, from), To: to}, em.Rendered)
 	if ctx.Err() != nil && res.Err != nil && !res.BodySent {
 		return retry(ctx.Err()) // shutting down: the queue puts the job back without spending the attempt
 	}
 	return d.settle(ctx, a, &em, &msg, to, res, gate.Troubled)
+}
+
+// envelopeSender is where reports on a message go (RFC 5321 §4.5.5): its
+// own signed bounce address (VERP), so that a report counts only when it
+// comes back there; without a secret to sign it, the From address.
+func (d *Desk) envelopeSender(messageID int64, from *mail.Address) string {
+	if d.config.ReplyAddresses == nil {
+		return from.Address
+	}
+	return d.config.ReplyAddresses.BounceAddress(messageID)
 }
 
 // dropSuppressed marks the recipients on the suppression list suppressed

@@ -59,6 +59,9 @@ type Config struct {
 	ReplyAddresses      *mail.ReplyAddresses
 	ReplySecret         string
 	ReplySecretPrevious []string
+	// ReplyAddressTTL is how long a notification's reply address takes
+	// an agent's answer.
+	ReplyAddressTTL time.Duration
 	// IdempotencyRetention is how long an Idempotency-Key replays its
 	// first answer; Prune forgets older keys. Default 24h.
 	IdempotencyRetention time.Duration

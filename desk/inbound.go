@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"helpdesk/blob"
 	"helpdesk/mail"
 	"helpdesk/store"
 	"helpdesk/vocab"
@@ -16,21 +17,31 @@ import (
 // InboundMail is a mail that came in, as the listener (or a mailbox
 // fetcher) parsed it.
 type InboundMail struct {
-	MessageID   string   // "<…>"; for mail without one, derived from a hash of its content
-	HasOwnID    bool     // false when MessageID was derived
-	InReplyTo   []string // "<…>" each
-	References  []string
-	From        string // the sender's address, lower case
-	FromName    string
-	Subject     string
-	Date        time.Time
-	Text        string // the readable text: text/plain, else the HTML turned into text
-	Attachments []*File
-	Automatic   bool // an auto-reply or bulk mail: store it, answer nothing, triage nothing
+	MessageID  string   // "<…>"; for mail without one, derived from a hash of its content
+	HasOwnID   bool     // false when MessageID was derived
+	InReplyTo  []string // "<…>" each
+	References []string
+	From       string // the sender's one From address (RFC 5322 §3.6.2), lower case; "" for none usable
+	FromName   string
+	// FromProblem says why a mail has no usable From.
+	FromProblem string
+	// AuthResults are its Authentication-Results fields, topmost first;
+	// Verdict is what its sender authentication said of its From, and
+	// VerdictDetail how (senderauth).
+	AuthResults   []string
+	Verdict       vocab.Verdict
+	VerdictDetail string
+	Subject       string
+	Date          time.Time
+	Text          string // the readable text: text/plain, else the HTML turned into text
+	Attachments   []*File
+	Automatic     bool // an auto-reply or bulk mail: store it, answer nothing, triage nothing
 	// NoAutoReply: a machine would answer a machine, or a list, or a
 	// report (RFC 3834 §2): no acknowledgement goes back.
 	NoAutoReply bool
 	Report      *DeliveryReport
+	// RawGzip is the mail as it came, gzip-compressed: what is kept of it.
+	RawGzip *blob.Buffer
 }
 
 // DeliveryReport is what a delivery status notification (RFC 3464) says.
@@ -71,19 +82,21 @@ func (d *Desk) AcceptsRecipient(rcpt string) bool {
 	return false
 }
 
-// FileInbound stores a mail in one transaction: under its ticket (found by
-// its headers, then a plus-address, then a subject token), or as a new
-// ticket of the customer its From names (created if unknown). A mail
-// already stored (same Message-ID, or the same content without one)
-// changes nothing. A delivery report about one of our messages marks its
-// recipient failed instead; an agent's answer to a notification becomes
-// the agent's reply.
-func (d *Desk) FileInbound(ctx context.Context, rcpts []string, m *InboundMail, raw []byte) (*Filed, error) {
+// FileInbound stores a mail in one transaction. A mail already stored
+// (same Message-ID, or the same content without one) changes nothing. A
+// delivery report counts only where we asked for it: at the bounce
+// address of one of our messages (VERP). An agent's answer to a
+// notification becomes the agent's reply. Any other mail is its sender's:
+// it joins the ticket it names (by its headers, then a plus-address, then
+// a subject token) when the sender may write there (mayWrite), is held on
+// that ticket when not, and opens a new ticket of its sender's (created
+// if unknown) when it names none.
+func (d *Desk) FileInbound(ctx context.Context, rcpts []string, m *InboundMail) (*Filed, error) {
 	var out *Filed
 	var err error
 	for try := 0; ; try++ {
 		err = store.Run(ctx, d.pool, func(tx *store.Tx) error {
-			out, err = d.fileTx(ctx, tx, rcpts, m, raw)
+			out, err = d.fileTx(ctx, tx, rcpts, m)
 			return err
 		})
 		// A copy delivered at the same moment stored the same Message-ID
@@ -98,28 +111,36 @@ func (d *Desk) FileInbound(ctx context.Context, rcpts []string, m *InboundMail, 
 	}
 }
 
-func (d *Desk) fileTx(ctx context.Context, tx *store.Tx, rcpts []string, m *InboundMail, raw []byte) (*Filed, error) {
+func (d *Desk) fileTx(ctx context.Context, tx *store.Tx, rcpts []string, m *InboundMail) (*Filed, error) {
 	st := tx.Store()
 	if exists, err := st.MessageIDExists(ctx, m.MessageID); err != nil || exists {
 		return &Filed{Kind: "duplicate"}, err
 	}
-	if m.Report != nil {
-		return d.bounceReportTx(ctx, tx, m)
-	}
-	if out, handled, err := d.agentAnswerTx(ctx, tx, m, rcpts, raw); handled || err != nil {
+	if out, handled, err := d.reportTx(ctx, tx, m, rcpts); handled || err != nil {
 		return out, err
 	}
-	if m.From == "" {
-		return nil, ErrNoSender
+	if out, handled, err := d.agentAnswerTx(ctx, tx, m, rcpts); handled || err != nil {
+		return out, err
 	}
-
-	ticketID, how, err := d.match(ctx, st, m, rcpts)
+	ticketID, how, err := d.named(ctx, st, m, rcpts)
 	if err != nil {
 		return nil, err
 	}
+	if ticketID != "" {
+		if reason, err := d.mayWrite(ctx, st, ticketID, m); err != nil {
+			return nil, err
+		} else if reason != "" {
+			return d.holdTx(ctx, tx, ticketID, how, m, reason)
+		}
+	} else if m.From == "" {
+		return nil, fmt.Errorf("%w: %s", ErrNoSender, m.FromProblem)
+	}
+
 	customer, err := st.CustomerByEmail(ctx, m.From)
+	newCustomer := false
 	if errors.Is(err, store.ErrNotFound) && ticketID == "" {
 		customer, err = d.newCustomerTx(ctx, st, m.From, m.FromName)
+		newCustomer = true
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
@@ -134,19 +155,31 @@ func (d *Desk) fileTx(ctx context.Context, tx *store.Tx, rcpts []string, m *Inbo
 		if subject == "" {
 			subject = "(no subject)"
 		}
-		ticket, _, err := d.OpenTicketTx(ctx, tx, &OpenTicketParams{
+		p := &OpenTicketParams{
 			CustomerID: customer.ID, Subject: truncateRunes(subject, 200), Body: m.Text, Author: author,
-			EmailMessageID: m.MessageID, Attachments: m.Attachments, Automatic: m.Automatic, RawEmail: raw,
-			NoAutoReply: m.NoAutoReply,
-		})
+			EmailMessageID: m.MessageID, Attachments: m.Attachments, Automatic: m.Automatic, RawEmailGzip: m.RawGzip,
+			NoAutoReply: m.NoAutoReply, Sender: m.From, Verdict: m.Verdict, VerdictDetail: m.VerdictDetail,
+			// A stranger's acknowledgement carries nothing the stranger chose:
+			// it would reflect a forged sender's words to anyone.
+			AckNeutral: newCustomer,
+		}
+		if m.Verdict == vocab.VerdictFail {
+			p.Held = "the sender's domain says it did not send this mail (" + m.VerdictDetail + ")"
+		}
+		ticket, _, err := d.OpenTicketTx(ctx, tx, p)
 		if err != nil {
 			return nil, err
+		}
+		if p.Held != "" {
+			d.log.WarnContext(ctx, "inbound mail held on a ticket of its own", "ticket_id", ticket.ID, "from", m.From, "reason", p.Held)
+			return &Filed{Kind: "held", TicketID: ticket.ID}, nil
 		}
 		return &Filed{Kind: "new_ticket", TicketID: ticket.ID}, nil
 	}
 	msg, err := d.AddCustomerMessageTx(ctx, tx, &CustomerMessageParams{
 		TicketID: ticketID, Author: author, Body: m.Text, EmailMessageID: m.MessageID,
-		Attachments: m.Attachments, Automatic: m.Automatic, RawEmail: raw, NoAutoReply: m.NoAutoReply,
+		Attachments: m.Attachments, Automatic: m.Automatic, RawEmailGzip: m.RawGzip, NoAutoReply: m.NoAutoReply,
+		Sender: m.From, Verdict: m.Verdict, VerdictDetail: m.VerdictDetail,
 	})
 	if err != nil {
 		return nil, err
@@ -158,37 +191,93 @@ func (d *Desk) fileTx(ctx context.Context, tx *store.Tx, rcpts []string, m *Inbo
 	return &Filed{Kind: "reply", TicketID: ticketID, MessageID: msg.Message.ID, Matched: how}, nil
 }
 
+// mayWrite is why a mail's sender may not write into the ticket it names,
+// "" if it may: the one place that decides it. A Message-ID in its headers
+// proves nothing (the customer's own ids are in every copy she sent, ours
+// in every Cc'd copy and every webhook), nor does a ticket number. The
+// sender must be a participant (the customer, an address the ticket's mail
+// went to, one an agent let in, an agent), and, where sender
+// authentication says so, really the sender (a fail verdict is not).
+func (d *Desk) mayWrite(ctx context.Context, st *store.Store, ticketID string, m *InboundMail) (string, error) {
+	if m.From == "" {
+		return "no usable From: " + m.FromProblem, nil
+	}
+	ok, err := st.IsTicketParticipant(ctx, ticketID, m.From)
+	switch {
+	case err != nil:
+		return "", err
+	case !ok:
+		return m.From + " is not on this ticket", nil
+	case m.Verdict == vocab.VerdictFail:
+		return "the sender's domain says " + m.From + " did not send this mail (" + m.VerdictDetail + ")", nil
+	}
+	return "", nil
+}
+
+// holdTx keeps a mail on the ticket it named, for agents only: never
+// shown to the customer, never quoted, never in a prompt; it reopens
+// nothing, is triaged and acknowledged never. An agent may accept it
+// (AcceptHeld) or make it a ticket of its own (SplitHeld).
+func (d *Desk) holdTx(ctx context.Context, tx *store.Tx, ticketID, how string, m *InboundMail, reason string) (*Filed, error) {
+	author := vocab.Email(m.From)
+	if m.From == "" {
+		author = vocab.Email("unknown")
+	}
+	msg, err := tx.Store().InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticketID, Direction: vocab.DirectionHeld, Author: author,
+		Body: m.Text, EmailMessageID: &m.MessageID, Attachments: d.keepable(m.Attachments), AutoSubmitted: m.Automatic,
+		RawEmailGzip: m.RawGzip, Sender: m.From, AuthVerdict: m.Verdict, AuthDetail: m.VerdictDetail, HeldReason: reason,
+		Subject: truncateRunes(m.Subject, 200)})
+	if err != nil {
+		return nil, err
+	}
+	event(tx, ticketID, vocab.System, "held", "", reason)
+	d.log.WarnContext(ctx, "inbound mail held: its sender may not write into the ticket it names", "ticket_id", ticketID,
+		"matched", how, "from", m.From, "reason", reason)
+	return &Filed{Kind: "held", TicketID: ticketID, MessageID: msg.ID, Matched: how}, nil
+}
+
 var (
 	plusTicket    = regexp.MustCompile(`(?i)^[^+@]+\+(t-[0-9]+)@`)
 	subjectTicket = regexp.MustCompile(`\[#(T-[0-9]+)\]`)
 )
 
-// match finds the mail's ticket. Headers that cite a Message-ID we know
-// are proof enough: those ids are random. A ticket number is not: anyone can
-// write one, so a plus-address or subject token counts only when the sender
-// is the ticket's customer or was a recipient on it.
-func (d *Desk) match(ctx context.Context, st *store.Store, m *InboundMail, rcpts []string) (string, string, error) {
+// named finds the ticket a mail names, and how: by a Message-ID we know
+// in its headers, else by a plus-address or a subject token of a ticket
+// its sender may write into, else by the first of those. "" when it
+// names none that exists.
+func (d *Desk) named(ctx context.Context, st *store.Store, m *InboundMail, rcpts []string) (string, string, error) {
+	var first, firstHow string
 	if ids := append(append([]string{}, m.InReplyTo...), m.References...); len(ids) > 0 {
 		ticketID, err := st.TicketOfMessageIDs(ctx, ids)
-		if err == nil {
-			return ticketID, "headers", nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
+		switch {
+		case err == nil:
+			first, firstHow = ticketID, "headers"
+		case !errors.Is(err, store.ErrNotFound):
 			return "", "", err
+		}
+	}
+	if first != "" && m.From != "" {
+		if reason, err := d.mayWrite(ctx, st, first, m); err != nil || reason == "" {
+			return first, firstHow, err
 		}
 	}
 	for _, c := range d.Candidates(m, rcpts) {
-		ok, err := st.IsTicketParticipant(ctx, c.TicketID, m.From)
-		if err != nil {
+		if _, err := st.GetTicket(ctx, c.TicketID); errors.Is(err, store.ErrNotFound) {
+			continue
+		} else if err != nil {
 			return "", "", err
 		}
-		if ok {
-			return c.TicketID, c.How, nil
+		if first == "" {
+			first, firstHow = c.TicketID, c.How
 		}
-		d.log.WarnContext(ctx, "inbound mail names a ticket its sender is not on; opening a new ticket",
-			"ticket_id", c.TicketID, "from", m.From)
+		if m.From == "" {
+			continue
+		}
+		if reason, err := d.mayWrite(ctx, st, c.TicketID, m); err != nil || reason == "" {
+			return c.TicketID, c.How, err
+		}
 	}
-	return "", "", nil
+	return first, firstHow, nil
 }
 
 // Candidate is a ticket a mail names by number, and where.
@@ -213,96 +302,159 @@ func (d *Desk) Candidates(m *InboundMail, rcpts []string) []Candidate {
 	return out
 }
 
-// bounceReportTx applies a delivery report to the outbound message it
-// names: the recipient is marked failed, and the ticket's agents hear of
-// it. Delayed reports are noted, nothing more.
-func (d *Desk) bounceReportTx(ctx context.Context, tx *store.Tx, m *InboundMail) (*Filed, error) {
-	st := tx.Store()
-	orig := m.Report.OriginalMessageID
-	if orig == "" && len(m.InReplyTo) > 0 {
-		orig = m.InReplyTo[0]
+// reportTx handles delivery reports and whatever comes to a bounce
+// address. A report counts only when it arrives at the verifying bounce
+// address of one of our messages, the envelope sender that message went
+// out with (VERP): then its failed recipients are marked and the ticket's
+// agents hear of it (a hard failure suppresses the address). A report
+// anywhere else is a stranger's claim: held on the ticket of the message
+// it names, if any, and nothing more. Other mail to a bounce address (an
+// auto-reply sent to the envelope sender) is dropped.
+func (d *Desk) reportTx(ctx context.Context, tx *store.Tx, m *InboundMail, rcpts []string) (*Filed, bool, error) {
+	var (
+		messageID int64
+		verified  bool
+		toBounce  bool
+	)
+	if replies := d.config.ReplyAddresses; replies != nil {
+		for _, r := range rcpts {
+			id, ok, err := replies.ParseBounce(r)
+			if !ok {
+				continue
+			}
+			toBounce = true
+			if err == nil {
+				messageID, verified = id, true
+				break
+			}
+		}
 	}
-	ticketID, direction, err := st.TicketOfEmail(ctx, orig)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !direction.ToCustomer()) {
-		// Backscatter, or a report on mail we never sent to a customer: nothing to file.
-		d.log.InfoContext(ctx, "delivery report about no reply of ours", "original", orig)
-		return &Filed{Kind: "ignored"}, nil
+	if m.Report == nil && !toBounce {
+		return nil, false, nil
+	}
+	st := tx.Store()
+	if m.Report == nil {
+		d.log.InfoContext(ctx, "mail to a bounce address that is no delivery report: dropped", "from", m.From)
+		return &Filed{Kind: "ignored"}, true, nil
+	}
+	if !verified {
+		orig := m.Report.OriginalMessageID
+		if orig == "" && len(m.InReplyTo) > 0 {
+			orig = m.InReplyTo[0]
+		}
+		ticketID, direction, err := st.TicketOfEmail(ctx, orig)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && !direction.ToCustomer()) {
+			d.log.InfoContext(ctx, "delivery report not at a bounce address, about no reply of ours: dropped", "original", orig)
+			return &Filed{Kind: "ignored"}, true, nil
+		}
+		if err != nil {
+			return nil, true, err
+		}
+		out, err := d.holdTx(ctx, tx, ticketID, "report", m, "a delivery report that did not come to the bounce address of the message it names")
+		return out, true, err
+	}
+	msg, err := st.GetMessage(ctx, messageID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !msg.Direction.ToCustomer()) {
+		d.log.InfoContext(ctx, "delivery report about no mail of ours to a customer", "message_id", messageID)
+		return &Filed{Kind: "ignored"}, true, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	marked := 0
 	for addr, status := range m.Report.Failed {
-		found, err := st.RecordBounce(ctx, orig, addr, status)
+		found, err := st.RecordBounceOf(ctx, messageID, addr, status)
 		if err != nil {
-			return nil, err
+			return nil, true, err
 		}
 		if !found {
 			continue
 		}
 		marked++
-		if err := d.bounceTx(ctx, tx, &Bounce{TicketID: ticketID, Address: addr, Status: status}); err != nil {
-			return nil, err
+		if err := d.bounceTx(ctx, tx, &Bounce{TicketID: msg.TicketID, Address: addr, Status: status}); err != nil {
+			return nil, true, err
 		}
 	}
 	for addr, status := range m.Report.Delayed {
 		marked++
-		if err := d.bounceTx(ctx, tx, &Bounce{TicketID: ticketID, Address: addr, Status: status, Delayed: true}); err != nil {
-			return nil, err
+		if err := d.bounceTx(ctx, tx, &Bounce{TicketID: msg.TicketID, Address: addr, Status: status, Delayed: true}); err != nil {
+			return nil, true, err
 		}
 	}
 	if marked == 0 {
-		d.log.InfoContext(ctx, "delivery report about no recipient of ours", "original", orig)
-		return &Filed{Kind: "ignored"}, nil
+		d.log.InfoContext(ctx, "delivery report about no recipient of ours", "message_id", messageID)
+		return &Filed{Kind: "ignored"}, true, nil
 	}
-	return &Filed{Kind: "bounce", TicketID: ticketID}, nil
+	return &Filed{Kind: "bounce", TicketID: msg.TicketID}, true, nil
 }
 
-// agentAnswerTx handles mail to a signed reply address: an agent's answer
-// to a notification. It is the agent's only when the MAC verifies, the From
-// is that agent's address and the agent is active; otherwise the mail is
-// handled by the customer rules, and the reason is logged, so that a forged
-// answer never reaches a customer. An automatic answer (out of office) to a
-// notification is dropped: stored as nothing, answered with nothing.
-func (d *Desk) agentAnswerTx(ctx context.Context, tx *store.Tx, m *InboundMail, rcpts []string, raw []byte) (*Filed, bool, error) {
+// agentAnswerTx handles mail to the signed reply address of a
+// notification: an agent's answer. It is the agent's only when the
+// address verifies and has not expired, the notification it names went to
+// that agent on that ticket, the From is that agent's address, its sender
+// authentication does not say otherwise, and the agent is active;
+// otherwise the mail goes through the customer rules (where it is held:
+// no stranger is on the ticket), and the reason is logged, so that a
+// forged answer never reaches a customer. An automatic answer (out of
+// office) to a notification is dropped: stored as nothing, answered with
+// nothing.
+func (d *Desk) agentAnswerTx(ctx context.Context, tx *store.Tx, m *InboundMail, rcpts []string) (*Filed, bool, error) {
 	replies := d.config.ReplyAddresses
 	if replies == nil {
 		return nil, false, nil
 	}
 	for _, r := range rcpts {
-		ticketID, name, signed, err := replies.Parse(r)
+		reply, signed, err := replies.Parse(r, time.Now())
 		if !signed {
 			continue
 		}
 		if m.Automatic {
-			d.log.InfoContext(ctx, "automatic answer to a notification dropped", "ticket_id", ticketID, "from", m.From)
-			return &Filed{Kind: "ignored", TicketID: ticketID}, true, nil
+			d.log.InfoContext(ctx, "automatic answer to a notification dropped", "ticket_id", reply.TicketID, "from", m.From)
+			return &Filed{Kind: "ignored", TicketID: reply.TicketID}, true, nil
 		}
 		refuse := func(reason string) (*Filed, bool, error) {
 			d.log.WarnContext(ctx, "mail to an agent's reply address is not that agent's: handled as a customer's",
-				"reason", reason, "ticket_id", ticketID, "agent", name, "from", m.From)
+				"reason", reason, "ticket_id", reply.TicketID, "notification", reply.Notification, "from", m.From)
 			return nil, false, nil
 		}
 		if err != nil {
-			return refuse("the signature does not verify")
+			return refuse(err.Error())
 		}
-		agent, err := tx.Store().GetAgent(ctx, name)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return refuse("no such agent")
-		case err != nil:
+		var (
+			note  *store.Message
+			email *store.OutboundEmail
+			agent *store.Agent
+			reads store.Batch
+		)
+		reads.GetMessageOptional(reply.Notification, &note)
+		reads.GetOutboundEmailOptional(reply.Notification, &email)
+		if err := tx.Store().Send(ctx, &reads); err != nil {
 			return nil, false, err
+		}
+		if note == nil || email == nil || note.TicketID != reply.TicketID || note.Direction != vocab.DirectionNotification || len(email.Recipients) == 0 {
+			return refuse("no notification of this ticket has that number")
+		}
+		reads = store.Batch{}
+		reads.AgentByEmail(email.Recipients[0].Address, &agent)
+		if err := tx.Store().Send(ctx, &reads); err != nil {
+			return nil, false, err
+		}
+		switch {
+		case agent == nil:
+			return refuse("the notification went to no agent")
 		case !agent.Active():
 			return refuse("the agent is disabled")
 		case !strings.EqualFold(agent.Email, m.From):
 			return refuse("the sender is not the agent")
+		case m.Verdict == vocab.VerdictFail:
+			return refuse("the agent's domain says the agent did not send it (" + m.VerdictDetail + ")")
 		}
-		out, err := d.agentReplyTx(ctx, tx, &AgentMail{TicketID: ticketID, Agent: agent, Text: mail.NewText(m.Text),
-			EmailMessageID: m.MessageID, Raw: raw})
+		out, err := d.agentReplyTx(ctx, tx, &AgentMail{TicketID: reply.TicketID, Agent: agent, Text: mail.NewText(m.Text),
+			EmailMessageID: m.MessageID, RawGzip: m.RawGzip})
 		if err != nil {
 			return nil, true, err
 		}
-		return &Filed{Kind: "agent_" + out.Kind, TicketID: ticketID, MessageID: out.MessageID, Matched: "reply_address"}, true, nil
+		return &Filed{Kind: "agent_" + out.Kind, TicketID: reply.TicketID, MessageID: out.MessageID, Matched: "reply_address"}, true, nil
 	}
 	return nil, false, nil
 }

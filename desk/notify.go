@@ -20,13 +20,13 @@ func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, tri
 	var (
 		t        store.Ticket
 		customer store.Customer
-		newest   []string
+		newest   *store.Message
 		agents   []*store.Agent
 		reads    store.Batch
 	)
 	reads.GetTicket(ticketID, &t)
 	reads.CustomerOfTicket(ticketID, &customer)
-	reads.NewestBodies(ticketID, vocab.DirectionInbound, 1, &newest)
+	reads.NewestInbound(ticketID, &newest)
 	reads.AgentsToTell(ticketID, &agents)
 	if err := tx.Store().Send(ctx, &reads); err != nil {
 		return err
@@ -69,7 +69,7 @@ func (d *Desk) mailAgentTx(ctx context.Context, tx *store.Tx, t *store.Ticket, a
 		return err
 	}
 	id := mail.NewMessageID(d.config.MailDomain)
-	out := d.agentMail(t, a, id, now, refs, subject, text, htmlBody)
+	out := d.agentMail(t, a, messageID, id, now, refs, subject, text, htmlBody)
 	raw, err := out.Render()
 	if err != nil {
 		return err

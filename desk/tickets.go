@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"helpdesk/blob"
 	"helpdesk/mail"
 	"helpdesk/store"
 	"helpdesk/vocab"
@@ -38,12 +39,22 @@ type OpenTicketParams struct {
 	// EmailMessageID is the first message's Message-ID when the ticket came
 	// by email; empty mints a synthetic thread root.
 	EmailMessageID string
-	Attachments    []*File // the email's files; past the size limit only their names are kept
-	Automatic      bool    // an auto-reply or bulk mail: stored, not triaged
-	RawEmail       []byte  // the email as it arrived
+	Attachments    []*File      // the email's files; past the size limit only their names are kept
+	Automatic      bool         // an auto-reply or bulk mail: stored, not triaged
+	RawEmailGzip   *blob.Buffer // the email as it arrived, compressed
 	// NoAutoReply: the mail came from a machine, a list or a report, so
 	// no acknowledgement answers it (RFC 3834 §2).
 	NoAutoReply bool
+	// Of mail: its From address and what its sender authentication said.
+	Sender        string
+	Verdict       vocab.Verdict
+	VerdictDetail string
+	// AckNeutral: the sender became a customer with this mail, so its
+	// acknowledgement carries neither the name nor the subject it chose.
+	AckNeutral bool
+	// Held, when set, is why the first message is held: kept for agents,
+	// not triaged, not acknowledged, until an agent accepts it.
+	Held string
 }
 
 // OpenTicket writes a ticket, its first message and its triage job in one
@@ -76,7 +87,7 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
 	var jobID int64
-	if !p.Automatic {
+	if !p.Automatic && p.Held == "" {
 		var err error
 		if jobID, err = d.jobs.EnqueueTriageTx(ctx, tx, ticketID); err != nil {
 			return nil, 0, fmt.Errorf("open ticket: %w", err)
@@ -102,9 +113,14 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 		newTicket.TriageJobID = &jobID
 	}
 	rows.InsertTicket(newTicket, ticket)
+	direction := vocab.DirectionInbound
+	if p.Held != "" {
+		direction = vocab.DirectionHeld
+	}
 	rows.InsertMessage(&store.InsertMessageParams{
-		ID: messageID, TicketID: ticketID, Direction: vocab.DirectionInbound, Author: author, Body: p.Body, EmailMessageID: &root,
-		Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
+		ID: messageID, TicketID: ticketID, Direction: direction, Author: author, Body: p.Body, EmailMessageID: &root,
+		Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmailGzip: p.RawEmailGzip,
+		Sender: p.Sender, AuthVerdict: p.Verdict, AuthDetail: p.VerdictDetail, HeldReason: p.Held, Subject: p.Subject,
 	}, &first)
 	// The events are made of what the rows will hold: the numbers taken,
 	// the transaction's time, the fields given.
@@ -113,17 +129,19 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 		followUpOf = &p.FollowUpOf
 		rows.InsertTicketEvent(ticketID, &store.TicketEvent{Actor: author, What: "follow_up", From: &p.FollowUpOf})
 	}
-	received := MessageEvent{TicketID: ticketID, MessageID: messageID, Direction: vocab.DirectionInbound, Author: author,
-		EmailMessageID: &root, Automatic: p.Automatic}
-	rows.InsertWebhookEvents([]store.NewWebhookEvent{
-		{Type: EventTicketCreated, Data: TicketCreated{TicketID: ticketID, CustomerID: p.CustomerID, Subject: p.Subject,
-			Status: vocab.StatusOpen, FollowUpOf: followUpOf, CreatedAt: now}},
-		{Type: EventMessageReceived, Data: received},
-	})
+	events := []store.NewWebhookEvent{{Type: EventTicketCreated, Data: TicketCreated{TicketID: ticketID, CustomerID: p.CustomerID,
+		Subject: p.Subject, Status: vocab.StatusOpen, FollowUpOf: followUpOf, CreatedAt: now}}}
+	if p.Held == "" {
+		events = append(events, store.NewWebhookEvent{Type: EventMessageReceived, Data: MessageEvent{TicketID: ticketID, MessageID: messageID,
+			Direction: vocab.DirectionInbound, Author: author, EmailMessageID: &root, Automatic: p.Automatic}})
+	} else {
+		rows.InsertTicketEvent(ticketID, &store.TicketEvent{Actor: vocab.System, What: "held", To: &p.Held})
+	}
+	rows.InsertWebhookEvents(events)
 	// Only a customer's own new ticket is acknowledged, not one an agent
 	// opens for them; the acknowledgement's customer comes with the rows,
 	// after them, so that an unknown customer is the ticket's foreign key.
-	if d.config.Ack == nil || p.Automatic || p.NoAutoReply || author.IsAgent() {
+	if d.config.Ack == nil || p.Automatic || p.NoAutoReply || author.IsAgent() || p.Held != "" {
 		tx.Later(func(b *store.Batch) { b.Add(&rows) })
 		return ticket, jobID, nil
 	}
@@ -132,7 +150,7 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 	if err := st.Send(ctx, &rows); err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
-	if err := d.acknowledgeTx(ctx, tx, ticket, &customer, root); err != nil {
+	if err := d.acknowledgeTx(ctx, tx, ticket, &customer, root, p.AckNeutral); err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
 	return ticket, jobID, nil
@@ -145,9 +163,13 @@ type CustomerMessageParams struct {
 	Body           string
 	EmailMessageID string // empty mints one, for a message that did not come by email
 	Attachments    []*File
-	Automatic      bool   // an auto-reply or bulk mail: stored, not triaged, reopens nothing
-	RawEmail       []byte // the email as it arrived
-	NoAutoReply    bool   // no acknowledgement, should it open a follow-up
+	Automatic      bool         // an auto-reply or bulk mail: stored, not triaged, reopens nothing
+	RawEmailGzip   *blob.Buffer // the email as it arrived, compressed
+	NoAutoReply    bool         // no acknowledgement, should it open a follow-up
+	// Of mail: its From address and what its sender authentication said.
+	Sender        string
+	Verdict       vocab.Verdict
+	VerdictDetail string
 }
 
 // CustomerMessage is where a customer's message went.
@@ -171,7 +193,7 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 	if ticket.Status == vocab.StatusClosed && !p.Automatic {
 		followUp, jobID, err := d.OpenTicketTx(ctx, tx, &OpenTicketParams{CustomerID: ticket.CustomerID, Subject: ticket.Subject,
 			Body: p.Body, Author: p.Author, FollowUpOf: ticket.ID, EmailMessageID: p.EmailMessageID, Attachments: p.Attachments,
-			RawEmail: p.RawEmail, NoAutoReply: p.NoAutoReply})
+			RawEmailGzip: p.RawEmailGzip, NoAutoReply: p.NoAutoReply, Sender: p.Sender, Verdict: p.Verdict, VerdictDetail: p.VerdictDetail})
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +209,8 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 	}
 	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{
 		TicketID: p.TicketID, Direction: vocab.DirectionInbound, Author: p.Author, Body: p.Body,
-		EmailMessageID: &id, Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmail: p.RawEmail,
+		EmailMessageID: &id, Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmailGzip: p.RawEmailGzip,
+		Sender: p.Sender, AuthVerdict: p.Verdict, AuthDetail: p.VerdictDetail,
 	})
 	if err != nil {
 		return nil, err

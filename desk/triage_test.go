@@ -44,6 +44,32 @@ func TestTriage(t *testing.T) {
 		}
 	})
 
+	t.Run("APromptHoldsNoHeldMailAndNamesAParticipant", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, false)
+		ticket := w.open(t, "Refund", "Please refund order 4711.")
+		plus := []string{"support+" + ticket.ID + "@" + supportDomain}
+		if _, err := w.desk.FileInbound(w.ctx, plus, mailFrom("evil@attacker.example", "<e1@attacker.example>", "x", "Pay at http://evil.example")); err != nil {
+			t.Fatal(err)
+		}
+		out, err := w.desk.FileInbound(w.ctx, plus, mailFrom("grace@example.com", "<g1@example.com>", "x", "I am her colleague."))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.desk.AcceptHeld(w.ctx, vocab.Agent("alice"), ticket.ID, out.MessageID, desk.AcceptAsParticipant); err != nil {
+			t.Fatal(err)
+		}
+		jobs := w.queue.of("triage")
+		in, err := w.desk.TriageInput(w.ctx, jobs[len(jobs)-1].ID, ticket.ID, "provider")
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompt := strings.Join(in.Ticket.Messages, "\n")
+		if strings.Contains(prompt, "evil.example") || !strings.Contains(prompt, "(grace@example.com wrote:) I am her colleague.") {
+			t.Errorf("the prompt's messages: %q", in.Ticket.Messages)
+		}
+	})
+
 	t.Run("OneResultPerJobAndStepASecondSaveChangesNothing", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t, false)

@@ -15,6 +15,7 @@ import (
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail"
 	"helpdesk/mail/smtptest"
+	"helpdesk/store"
 )
 
 // setupAcks is setup with acknowledgements on and the queue running, so
@@ -24,7 +25,7 @@ func setupAcks(t *testing.T, ack desk.AckConfig) *agentWorld {
 	b := setup(t)
 	b.DeskConfig.Ack = &ack
 	b.queue = b.StartQueue(t)
-	b.receiver = inbound.NewReceiver(b.Desk(b.queue), jobstest.Logger())
+	b.receiver = inbound.NewReceiver(b.Desk(b.queue), inbound.ReceiverConfig{Logger: jobstest.Logger()})
 	b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com"})
 	return &agentWorld{bundle: b}
 }
@@ -171,6 +172,9 @@ func TestAcknowledgements(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := setupAcks(t, desk.AckConfig{Template: tmpl})
+		if err := w.Store.UpsertCustomer(w.Ctx, &store.InsertCustomerParams{ID: "C-0009", Name: "Erin Example", Email: "erin@example.org"}); err != nil {
+			t.Fatal(err)
+		}
 		out := w.receive(t, plainMail("Erin Example <erin@example.org>", "t1@example.org", "Printer jam"))
 		ack := w.awaitMailTo(t, "erin@example.org", 1)
 		if want := "Dear Erin Example, your request " + out.TicketID + " about Printer jam is with us."; strings.TrimSpace(ack.text) != want {
@@ -213,7 +217,7 @@ func startInstance(t *testing.T, domain string, ack desk.AckConfig, next func() 
 	in.DeskConfig.From = &mail.Address{Name: "Support " + domain, Address: "support@" + domain}
 	in.DeskConfig.Ack = &ack
 	q := in.StartQueue(t)
-	srv := inbound.NewServer(inbound.NewReceiver(in.Desk(q), jobstest.Logger()), inbound.ServerConfig{Domain: domain})
+	srv := inbound.NewServer(inbound.NewReceiver(in.Desk(q), inbound.ReceiverConfig{Logger: jobstest.Logger()}), inbound.ServerConfig{Domain: domain})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -16,11 +16,16 @@ import (
 	"helpdesk/mail"
 	"helpdesk/mail/mailtest"
 	"helpdesk/mail/smtptest"
+	"helpdesk/senderauth"
 	"helpdesk/store"
 	"helpdesk/vocab"
 )
 
 const agentAddress = "dana@support.example.com"
+
+// authservID is the MTA in front whose Authentication-Results the
+// receivers of these tests believe.
+const authservID = "mx.helpdesk.example.com"
 
 // agentWorld is the whole loop: a customer's mail comes in over SMTP, the
 // queue triages it, assigns dana and mails her a notification at the fake
@@ -43,7 +48,7 @@ func setupAgentWorld(t *testing.T) *agentWorld {
 	b.DeskConfig.ReplyAddresses = w.replies
 	b.queue = b.StartQueue(t)
 	cases := b.Desk(b.queue)
-	b.receiver = inbound.NewReceiver(cases, jobstest.Logger())
+	b.receiver = inbound.NewReceiver(cases, inbound.ReceiverConfig{Logger: jobstest.Logger(), Auth: senderauth.Config{AuthservID: authservID}})
 	b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com"})
 	return w
 }
@@ -176,8 +181,9 @@ func TestAgentsAnswerByMail(t *testing.T) {
 		if note.subject != "["+ticketID+"] Charged twice — invoice 1042 (billing, P3)" {
 			t.Errorf("subject %q", note.subject)
 		}
-		if tk, a, signed, err := w.replies.Parse(note.replyTo); !signed || err != nil || tk != ticketID || a != "dana" {
-			t.Errorf("Reply-To %q", note.replyTo)
+		if r, signed, err := w.replies.Parse(note.replyTo, time.Now()); !signed || err != nil || r.TicketID != ticketID ||
+			r.Expires.Before(time.Now().Add(29*24*time.Hour)) {
+			t.Errorf("Reply-To %q: %+v (%v), want signed for %s, good for 30 days", note.replyTo, r, err, ticketID)
 		}
 		if note.header.Get("Auto-Submitted") != "auto-generated" || note.header.Get("X-Auto-Response-Suppress") != "All" {
 			t.Errorf("Auto-Submitted %q, X-Auto-Response-Suppress %q", note.header.Get("Auto-Submitted"), note.header.Get("X-Auto-Response-Suppress"))
@@ -306,9 +312,34 @@ func TestAgentMailThatIsNotTheAgents(t *testing.T) {
 	t.Run("AMACThatDoesNotVerify", func(t *testing.T) {
 		t.Parallel()
 		w := setupAgentWorld(t)
-		ticketID, note := w.customerWritesIn(t)
-		forged := "support+" + ticketID + ".dana.aaaaaaaaaa@helpdesk.example.com"
+		_, note := w.customerWritesIn(t)
+		local, domain, _ := strings.Cut(note.replyTo, "@")
+		forged := local[:len(local)-16] + "aaaaaaaaaaaaaaaa@" + domain
 		refused(t, w, "gmail_top_post.eml", agentAddress, forged, note)
+	})
+
+	t.Run("AnExpiredAddress", func(t *testing.T) {
+		t.Parallel()
+		w := setupAgentWorld(t)
+		ticketID, note := w.customerWritesIn(t)
+		r, _, _ := w.replies.Parse(note.replyTo, time.Now())
+		expired := w.replies.Sign(ticketID, r.Notification, time.Now().Add(-48*time.Hour))
+		refused(t, w, "gmail_top_post.eml", agentAddress, expired, note)
+	})
+
+	t.Run("TheAgentsFromWithAFailVerdict", func(t *testing.T) {
+		t.Parallel()
+		w := setupAgentWorld(t)
+		ticketID, note := w.customerWritesIn(t)
+		raw := fixture(t, "agent/gmail_top_post.eml", "{{AGENT}}", agentAddress, "{{REPLY_TO}}", note.replyTo, "{{TICKET}}", ticketID,
+			"{{IN_REPLY_TO}}", "<"+note.messageID+">", "{{N}}", "9")
+		raw = append([]byte("Authentication-Results: "+authservID+"; dmarc=fail (p=reject) header.from=support.example.com\r\n"), raw...)
+		if err := smtptest.Send(w.addr, "mallory@attacker.example", note.replyTo, raw); err != nil {
+			t.Fatal(err)
+		}
+		if n := w.count(t, `SELECT count(*) FROM messages WHERE direction = 'outbound'`); n != 0 || w.mailsTo("ada.lovelace@example.com") != 0 {
+			t.Errorf("a mail its domain disowns went to the customer as the agent's")
+		}
 	})
 
 	t.Run("ADisabledAgent", func(t *testing.T) {
@@ -326,7 +357,8 @@ func TestAgentMailThatIsNotTheAgents(t *testing.T) {
 		w := setupAgentWorld(t)
 		ticketID, note := w.customerWritesIn(t)
 		old := &mail.ReplyAddresses{Local: "support", Domain: "helpdesk.example.com", Secret: w.replies.Previous[0]}
-		if err := w.agentAnswers(t, "gmail_top_post.eml", agentAddress, old.Sign(ticketID, "dana"), note, 1); err != nil {
+		r, _, _ := w.replies.Parse(note.replyTo, time.Now())
+		if err := w.agentAnswers(t, "gmail_top_post.eml", agentAddress, old.Sign(ticketID, r.Notification, time.Now().Add(time.Hour)), note, 1); err != nil {
 			t.Fatal(err)
 		}
 		w.awaitMailTo(t, "ada.lovelace@example.com", 1)

@@ -77,7 +77,7 @@ func BenchmarkInbound(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		rc := inbound.NewReceiver(bundle.Desk(bundle.NewQueue(b)), jobstest.Logger())
+		rc := inbound.NewReceiver(bundle.Desk(bundle.NewQueue(b)), inbound.ReceiverConfig{Logger: jobstest.Logger()})
 		run(b, inbound.NewServer(rc, inbound.ServerConfig{Domain: "helpdesk.example.com"}))
 		var n int
 		_ = bundle.Pool.QueryRow(bundle.Ctx, `SELECT count(*) FROM tickets`).Scan(&n)

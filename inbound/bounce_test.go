@@ -80,7 +80,8 @@ func TestBouncesReachTheAgent(t *testing.T) {
 			b := setup(t)
 			ticketID, reply := bouncedTicket(t, b)
 			requirePending(t, b, ticketID)
-			out := b.receive(t, fixture(t, file, "{{RECIPIENT}}", "bram.devries@example.com", "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID))
+			out := b.receive(t, fixture(t, file, "{{RECIPIENT}}", "bram.devries@example.com", "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID),
+				jobstest.BounceAddress(reply.ID))
 			if out.Kind != "bounce" || out.TicketID != ticketID {
 				t.Fatalf("outcome %+v", out)
 			}
@@ -104,12 +105,16 @@ func TestBouncesReachTheAgent(t *testing.T) {
 		b := setup(t)
 		b.DeskConfig.Ack = &desk.AckConfig{}
 		ticketID := b.openAPITicket(t, "C-0002", "Hello") // Bram's own ticket: acknowledged
-		var ackID string
-		if err := b.Pool.QueryRow(b.Ctx, `SELECT email_message_id FROM messages WHERE ticket_id = $1 AND direction = 'acknowledgement'`,
-			ticketID).Scan(&ackID); err != nil {
+		var (
+			ackID  string
+			ackMsg int64
+		)
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT email_message_id, id FROM messages WHERE ticket_id = $1 AND direction = 'acknowledgement'`,
+			ticketID).Scan(&ackID, &ackMsg); err != nil {
 			t.Fatalf("no acknowledgement: %v", err)
 		}
-		out := b.receive(t, fixture(t, "delivery_report.eml", "{{RECIPIENT}}", "bram.devries@example.com", "{{ORIGINAL_MESSAGE_ID}}", ackID))
+		out := b.receive(t, fixture(t, "delivery_report.eml", "{{RECIPIENT}}", "bram.devries@example.com", "{{ORIGINAL_MESSAGE_ID}}", ackID),
+			jobstest.BounceAddress(ackMsg))
 		if out.Kind != "bounce" || out.TicketID != ticketID {
 			t.Fatalf("outcome %+v", out)
 		}
@@ -123,7 +128,8 @@ func TestBouncesReachTheAgent(t *testing.T) {
 		b := setup(t)
 		ticketID, reply := bouncedTicket(t, b)
 		requirePending(t, b, ticketID)
-		b.receive(t, fixture(t, "delay_postfix.eml", "{{RECIPIENT}}", "bram.devries@example.com", "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID))
+		b.receive(t, fixture(t, "delay_postfix.eml", "{{RECIPIENT}}", "bram.devries@example.com", "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID),
+			jobstest.BounceAddress(reply.ID))
 		tk, _ := b.Store.GetTicket(b.Ctx, ticketID)
 		if tk.Status != vocab.StatusPending || !strings.Contains(systemNotes(t, b, ticketID), "delayed") {
 			t.Errorf("ticket %s, notes %q", tk.Status, systemNotes(t, b, ticketID))

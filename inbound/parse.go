@@ -6,10 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"helpdesk/blob"
 	"helpdesk/desk"
 	"io"
 	"mime"
-	netmail "net/mail"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -19,8 +19,16 @@ import (
 	gomail "github.com/emersion/go-message/mail"
 )
 
-// maxTextBytes bounds the text kept of one message.
+// maxTextBytes bounds the text kept of one message, and of one part.
 const maxTextBytes = 64 << 10
+
+// maxSmallPart bounds what is read of a part kept only for what it says:
+// a delivery status, a returned message's headers.
+const maxSmallPart = 64 << 10
+
+// DefaultMaxFileBytes bounds the content kept of one attached file when
+// the caller names no bound: the desk's default.
+const DefaultMaxFileBytes = desk.DefaultAttachmentMaxBytes
 
 // ErrUnparseable is a message that is not a mail at all.
 var ErrUnparseable = errors.New("not a parseable email message")
@@ -28,7 +36,21 @@ var ErrUnparseable = errors.New("not a parseable email message")
 // Parse reads a raw message into what the desk files. Unknown charsets
 // and transfer encodings do not fail it: the text is kept as it came.
 func Parse(raw []byte) (*desk.InboundMail, error) {
-	e, err := message.Read(bytes.NewReader(raw))
+	sum := sha256.Sum256(raw)
+	return ParseReader(bytes.NewReader(raw), int64(len(raw)), sum[:], DefaultMaxFileBytes)
+}
+
+// ParseReader reads a message of size bytes as a stream: every part is
+// read once, as it comes, and nothing of a multipart is copied (its parts
+// are read from its body as they pass); of a text part at most
+// maxTextBytes are kept, of a file at most maxFile, of all files together
+// at most the message's own size, and a message forwarded inside a
+// forwarded one is kept only as part of the outer one (a file over a
+// bound keeps its name, type and size). So what a message costs is
+// bounded by its size, not by how its parts nest. sum is the SHA-256 of
+// the whole message, which names one without a Message-ID.
+func ParseReader(r io.Reader, size int64, sum []byte, maxFile int64) (*desk.InboundMail, error) {
+	e, err := message.Read(r)
 	if err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
 		return nil, fmt.Errorf("%w: %v", ErrUnparseable, err)
 	}
@@ -37,12 +59,14 @@ func Parse(raw []byte) (*desk.InboundMail, error) {
 	if ids := ParseIDList(h.Get("Message-Id")); len(ids) > 0 {
 		m.MessageID, m.HasOwnID = ids[0], true
 	} else {
-		sum := sha256.Sum256(raw)
 		m.MessageID = "<" + hex.EncodeToString(sum[:16]) + "@no-message-id.invalid>"
 	}
 	m.InReplyTo = ParseIDList(h.Get("In-Reply-To"))
 	m.References = ParseIDList(h.Get("References"))
-	m.From, m.FromName = parseFrom(h)
+	if m.From, m.FromName, err = parseFrom(h.Values("From")); err != nil {
+		m.From, m.FromName, m.FromProblem = "", "", err.Error()
+	}
+	m.AuthResults = h.Values("Authentication-Results")
 	if m.Subject, err = h.Subject(); err != nil {
 		m.Subject = h.Get("Subject")
 	}
@@ -52,8 +76,9 @@ func Parse(raw []byte) (*desk.InboundMail, error) {
 	m.NoAutoReply = m.Automatic || h.Has("List-Id") || h.Has("List-Post") || h.Has("List-Unsubscribe") ||
 		suppressesAutoReply.MatchString(h.Get("X-Auto-Response-Suppress"))
 
-	w := walker{m: m}
+	w := walker{m: m, maxFile: maxFile, budget: size}
 	m.Text = joinTexts(w.entity(e, 0, ""))
+	_, _ = io.Copy(io.Discard, r) // what no part read, such as an epilogue
 	if m.Report != nil {
 		m.NoAutoReply = true
 	}
@@ -66,10 +91,6 @@ func Parse(raw []byte) (*desk.InboundMail, error) {
 	}
 	return m, nil
 }
-
-// maxPartBytes bounds what is read of one part; the SMTP listener bounds
-// the whole message already.
-const maxPartBytes = 64 << 20
 
 // text is a readable part: plain text, or HTML to be turned into text.
 type text struct {
@@ -93,7 +114,39 @@ func joinTexts(texts []text) string {
 
 // walker collects a message's texts, attachments and delivery report.
 type walker struct {
-	m *desk.InboundMail
+	m           *desk.InboundMail
+	maxFile     int64
+	kept        int64 // the text kept so far, of every part
+	budget      int64 // the bytes of files that may still be kept
+	inForwarded int   // how many forwarded messages enclose the part read
+}
+
+// fileLimit is the most of the next file that may be kept, and what says so.
+func (w *walker) fileLimit() (int64, string) {
+	if w.budget < w.maxFile {
+		return max(w.budget, 0), "the files before it took what one message may keep"
+	}
+	return w.maxFile, fmt.Sprintf("over the limit of %d bytes (HELPDESK_ATTACHMENT_MAX_BYTES)", w.maxFile)
+}
+
+// readUpTo reads r to its end and keeps at most max bytes of it; total is
+// how many there were.
+func readUpTo(r io.Reader, max int64) (kept []byte, total int64) {
+	var b bytes.Buffer
+	n, _ := b.ReadFrom(io.LimitReader(r, max))
+	rest, _ := io.Copy(io.Discard, r)
+	if kept = b.Bytes(); kept == nil {
+		kept = []byte{}
+	}
+	return kept, n + rest
+}
+
+// readText reads a text part: at most what the message may still keep.
+func (w *walker) readText(r io.Reader) string {
+	left := max(maxTextBytes-w.kept, 0)
+	b, _ := readUpTo(r, left)
+	w.kept += int64(len(b))
+	return string(b)
 }
 
 // entity returns the readable texts of e, in order. Every text part of a
@@ -104,6 +157,7 @@ type walker struct {
 // headers and text as a quoted block, and is listed as an attachment.
 func (w *walker) entity(e *message.Entity, depth int, parentType string) []text {
 	if depth > 10 {
+		_, _ = io.Copy(io.Discard, e.Body)
 		return nil // a nesting this deep is an attack or a mistake; what was read is kept
 	}
 	mediaType, params, _ := e.Header.ContentType()
@@ -118,24 +172,27 @@ func (w *walker) entity(e *message.Entity, depth int, parentType string) []text 
 	if name == "" {
 		name = params["name"]
 	}
-	body, _ := io.ReadAll(io.LimitReader(e.Body, maxPartBytes))
 	switch {
 	case mediaType == "message/delivery-status" && w.m.Report != nil:
+		body, _ := readUpTo(e.Body, maxSmallPart)
 		parseDeliveryStatus(body, w.m.Report)
 	case (mediaType == "message/rfc822" || mediaType == "text/rfc822-headers") && w.m.Report != nil:
+		body, _ := readUpTo(e.Body, maxSmallPart)
 		w.m.Report.OriginalMessageID = headerMessageID(body)
 	case mediaType == "message/rfc822" && disposition != "attachment":
-		return w.forwarded(body, depth)
+		return w.forwarded(e.Body, depth)
 	case disposition == "attachment" || (name != "" && !strings.HasPrefix(mediaType, "text/")):
-		w.attach(e.Header, name, mediaType, disposition, body)
+		w.attach(e.Header, name, mediaType, disposition, e.Body)
 	case mediaType == "text/plain" || mediaType == "":
-		return []text{{body: string(body)}}
+		return []text{{body: w.readText(e.Body)}}
 	case mediaType == "text/html":
-		return []text{{body: string(body), html: true}}
-	case !strings.HasPrefix(mediaType, "text/") && len(body) > 0:
+		return []text{{body: w.readText(e.Body), html: true}}
+	case !strings.HasPrefix(mediaType, "text/"):
 		// A part with no name that is not text: an inline image of an
 		// HTML part, or a file a client sent without a name. Kept too.
-		w.attach(e.Header, name, mediaType, disposition, body)
+		w.attach(e.Header, name, mediaType, disposition, e.Body)
+	default:
+		_, _ = io.Copy(io.Discard, e.Body) // another kind of text: not shown
 	}
 	return nil
 }
@@ -144,15 +201,31 @@ func (w *walker) entity(e *message.Entity, depth int, parentType string) []text 
 // with more is an attack or a mistake, and the first ones are kept.
 const maxAttachments = 100
 
-// attach keeps a part as an attachment.
-func (w *walker) attach(h message.Header, name, mediaType, disposition string, body []byte) {
+// attach keeps a part as an attachment: its content up to the file
+// bound, and its whole size.
+func (w *walker) attach(h message.Header, name, mediaType, disposition string, r io.Reader) {
 	if len(w.m.Attachments) >= maxAttachments {
+		_, _ = io.Copy(io.Discard, r)
 		return
 	}
+	limit, why := w.fileLimit()
+	body, size := blob.ReadUpTo(r, limit+1)
+	w.keep(h, name, mediaType, disposition, body, size, limit, why)
+}
+
+// keep adds an attachment of content already read, which it keeps within
+// limit; past it, why says why not.
+func (w *walker) keep(h message.Header, name, mediaType, disposition string, body *blob.Buffer, size, limit int64, why string) {
 	if mediaType == "" {
 		mediaType = "application/octet-stream"
 	}
-	a := &desk.File{Name: fileName(decodeWord(name)), Type: oneLine(strings.ToLower(mediaType)), Content: body}
+	a := &desk.File{Name: fileName(decodeWord(name)), Type: oneLine(strings.ToLower(mediaType)), Content: body, Size: size}
+	if body.Len() > limit || body == nil {
+		body.Release()
+		a.Content, a.Note = nil, fmt.Sprintf("content not kept: %d bytes, %s", size, why)
+	} else {
+		w.budget -= body.Len()
+	}
 	if ids := ParseIDList(h.Get("Content-Id")); len(ids) > 0 {
 		a.ContentID = ids[0]
 	}
@@ -196,13 +269,13 @@ func (w *walker) multipart(e *message.Entity, depth int, mediaType string, param
 	if mediaType == "multipart/report" && strings.EqualFold(params["report-type"], "delivery-status") {
 		w.m.Report = &desk.DeliveryReport{Failed: map[string]string{}, Delayed: map[string]string{}}
 	}
-	// Read the body first, so that a multipart whose boundary is missing
-	// or never appears still has its text.
-	body, _ := io.ReadAll(io.LimitReader(e.Body, maxPartBytes))
+	// The first bytes are kept as they pass, so that a multipart whose
+	// boundary is missing or never appears still has its text.
+	head := &prefix{max: maxTextBytes}
 	var children [][]text
 	found := false
 	if params["boundary"] != "" {
-		whole, _ := message.New(e.Header, bytes.NewReader(body))
+		whole, _ := message.New(e.Header, io.TeeReader(e.Body, head))
 		mr := whole.MultipartReader()
 		for {
 			part, err := mr.NextPart()
@@ -216,8 +289,9 @@ func (w *walker) multipart(e *message.Entity, depth int, mediaType string, param
 			children = append(children, w.entity(part, depth+1, mediaType))
 		}
 	}
+	_, _ = io.Copy(io.Discard, io.TeeReader(e.Body, head))
 	if !found {
-		return []text{{body: string(body)}}
+		return []text{{body: w.readText(bytes.NewReader(head.b))}}
 	}
 	if mediaType != "multipart/alternative" {
 		var out []text
@@ -243,12 +317,59 @@ func (w *walker) multipart(e *message.Entity, depth int, mediaType string, param
 	return nil
 }
 
-// forwarded reads a message inside the message: its text, under its From,
-// Date and Subject, and an attachment entry that stands for it.
-func (w *walker) forwarded(raw []byte, depth int) []text {
-	inner, err := message.Read(bytes.NewReader(raw))
+// prefix keeps the first max bytes written to it and drops the rest.
+type prefix struct {
+	b   []byte
+	max int
+}
+
+func (p *prefix) Write(b []byte) (int, error) {
+	if room := p.max - len(p.b); room > 0 {
+		p.b = append(p.b, b[:min(room, len(b))]...)
+	}
+	return len(b), nil
+}
+
+// capped keeps the first max bytes written to it, in chunks, counts them
+// all, and lets go of what it kept once it is over max.
+type capped struct {
+	buf  *blob.Buffer
+	max  int64
+	size int64
+}
+
+func (c *capped) Write(b []byte) (int, error) {
+	c.size += int64(len(b))
+	switch {
+	case c.buf == nil:
+	case c.size > c.max:
+		c.buf.Release()
+		c.buf = nil
+	default:
+		_, _ = c.buf.Write(b)
+	}
+	return len(b), nil
+}
+
+// forwarded reads a message inside the message, as it passes: its text,
+// under its From, Date and Subject, and an attachment entry that stands
+// for it, with its bytes up to the file bound unless a forwarded message
+// around it keeps them already.
+func (w *walker) forwarded(r io.Reader, depth int) []text {
+	limit, why := w.fileLimit()
+	if w.inForwarded > 0 {
+		limit, why = -1, "inside a forwarded message, which is kept whole"
+	}
+	raw := &capped{buf: &blob.Buffer{}, max: limit}
+	tee := io.TeeReader(r, raw)
+	w.inForwarded++
+	defer func() { w.inForwarded-- }()
+	inner, err := message.Read(tee)
 	if err != nil && inner == nil {
-		return []text{{body: string(raw)}}
+		head := &prefix{max: maxTextBytes}
+		_, _ = io.Copy(head, tee)
+		w.keepForwarded(raw, "message", limit, why)
+		return []text{{body: w.readText(bytes.NewReader(head.b))}}
 	}
 	h := gomail.Header{Header: inner.Header}
 	subject, err := h.Subject()
@@ -263,12 +384,23 @@ func (w *walker) forwarded(raw []byte, depth int) []text {
 			head.WriteString(f.name + ": " + v + "\n")
 		}
 	}
+	body := joinTexts(w.entity(inner, depth+1, ""))
+	_, _ = io.Copy(io.Discard, tee)
 	name := subject
 	if name == "" {
 		name = "message"
 	}
-	w.attach(message.Header{}, name+".eml", "message/rfc822", "attachment", raw)
-	return []text{{body: head.String() + "\n" + joinTexts(w.entity(inner, depth+1, ""))}}
+	w.keepForwarded(raw, name, limit, why)
+	return []text{{body: head.String() + "\n" + body}}
+}
+
+// keepForwarded lists a forwarded message as an attachment.
+func (w *walker) keepForwarded(raw *capped, name string, limit int64, why string) {
+	if len(w.m.Attachments) >= maxAttachments {
+		raw.buf.Release()
+		return
+	}
+	w.keep(message.Header{}, name+".eml", "message/rfc822", "attachment", raw.buf, raw.size, limit, why)
 }
 
 // parseDeliveryStatus reads RFC 3464 fields: a per-message block, then one
@@ -337,29 +469,11 @@ func isAutomatic(h message.Header) bool {
 	return autoPrecedence.MatchString(h.Get("Precedence")) || h.Has("X-Autoreply") || h.Has("X-Autorespond")
 }
 
-// parseFrom reads the sender leniently: a well-formed From, else anything
-// in it that looks like an address.
-func parseFrom(h gomail.Header) (addr, name string) {
-	if list, err := h.AddressList("From"); err == nil && len(list) > 0 && plainAddress(list[0].Address) {
-		return strings.ToLower(list[0].Address), oneLine(list[0].Name)
-	}
-	raw := h.Get("From")
-	if a, err := netmail.ParseAddress(raw); err == nil && plainAddress(a.Address) {
-		return strings.ToLower(a.Address), oneLine(a.Name)
-	}
-	if m := looseAddress.FindString(raw); m != "" {
-		return strings.ToLower(m), ""
-	}
-	return "", ""
-}
-
 // plainAddress refuses an address with control characters or invalid
 // UTF-8, which a quoted local part can smuggle in.
 func plainAddress(a string) bool {
 	return utf8.ValidString(a) && strings.IndexFunc(a, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0
 }
-
-var looseAddress = regexp.MustCompile(`[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}`)
 
 var wordDecoder = mime.WordDecoder{CharsetReader: message.CharsetReader}
 

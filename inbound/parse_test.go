@@ -58,10 +58,10 @@ func TestParseRealMail(t *testing.T) {
 			}
 			img, file := m.Attachments[0], m.Attachments[1]
 			if !img.Inline || img.ContentID != "<image001.png@01DB4A1B.2C3D4E50>" || img.Type != "image/png" ||
-				img.Name != "attachment-1.png" || len(img.Content) != 70 || !bytes.HasPrefix(img.Content, []byte("\x89PNG")) {
+				img.Name != "attachment-1.png" || img.Content.Len() != 70 || !bytes.HasPrefix(img.Content.Bytes(), []byte("\x89PNG")) {
 				t.Errorf("inline image %+v", img)
 			}
-			if file.Inline || file.Name != "Gerätedaten.txt" || string(file.Content) != "Seriennummer: 4711\n" {
+			if file.Inline || file.Name != "Gerätedaten.txt" || string(file.Content.Bytes()) != "Seriennummer: 4711\n" {
 				t.Errorf("file %+v", file)
 			}
 			if !strings.Contains(m.Text, "Display ist kaputt") {
@@ -72,7 +72,7 @@ func TestParseRealMail(t *testing.T) {
 			if m.Subject != "Problème de livraison" || m.FromName != "Gaëlle Dubois" || !strings.Contains(m.Text, "arrivé") {
 				t.Errorf("subject %q, name %q, text %q", m.Subject, m.FromName, m.Text)
 			}
-			if len(m.Attachments) != 1 || m.Attachments[0].Name != "facture-1042.pdf" || m.Attachments[0].Type != "application/pdf" || len(m.Attachments[0].Content) < 500 {
+			if len(m.Attachments) != 1 || m.Attachments[0].Name != "facture-1042.pdf" || m.Attachments[0].Type != "application/pdf" || m.Attachments[0].Content.Len() < 500 {
 				t.Errorf("attachments %+v", m.Attachments)
 			}
 		}},

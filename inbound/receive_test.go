@@ -45,7 +45,7 @@ func setup(t *testing.T) *bundle {
 	}
 	q := b.NewQueue(t)
 	return &bundle{Bundle: b, queue: q, outbound: srv,
-		receiver: inbound.NewReceiver(b.Desk(q), jobstest.Logger())}
+		receiver: inbound.NewReceiver(b.Desk(q), inbound.ReceiverConfig{Logger: jobstest.Logger()})}
 }
 
 // listen serves the receiver over SMTP on loopback.
@@ -144,17 +144,17 @@ func TestReceiveRealMail(t *testing.T) {
 		}
 	})
 
-	t.Run("AStrangersTicketTokenOpensANewTicketInstead", func(t *testing.T) {
+	t.Run("AStrangersTicketTokenIsHeldForAgents", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		theirs := b.openAPITicket(t, "C-0001", "Private matter")
 		// Bram is a customer, but not on Ada's ticket, and guesses its number.
 		out := b.receive(t, fixture(t, "outlook_reply.eml"))
-		if out.Kind != "new_ticket" || out.TicketID == theirs {
-			t.Errorf("outcome %+v: a stranger wrote into %s", out, theirs)
+		if out.Kind != "held" || out.TicketID != theirs {
+			t.Errorf("outcome %+v: want held on %s", out, theirs)
 		}
-		if n := b.count(t, `SELECT count(*) FROM messages WHERE ticket_id = $1`, theirs); n != 1 {
-			t.Errorf("the other customer's ticket has %d messages", n)
+		if n := b.count(t, `SELECT count(*) FROM messages WHERE ticket_id = $1 AND direction = 'inbound'`, theirs); n != 1 {
+			t.Errorf("the other customer's ticket has %d messages of hers", n)
 		}
 	})
 
@@ -181,7 +181,7 @@ func TestReceiveRealMail(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.DeskConfig.AttachmentMaxBytes = 64 // the image (70 bytes) is over, the text file (19) under
-		b.receiver = inbound.NewReceiver(b.Desk(b.queue), jobstest.Logger())
+		b.receiver = inbound.NewReceiver(b.Desk(b.queue), inbound.ReceiverConfig{Logger: jobstest.Logger()})
 		raw := fixture(t, "outlook_inline_image.eml")
 		out := b.receive(t, raw)
 		list := b.attachments(t, out.TicketID)
@@ -235,7 +235,10 @@ func TestReceiveRealMail(t *testing.T) {
 	t.Run("SloppyThreadHeadersStillFindTheTicket", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		ticket, _, err := b.Desk(b.queue).OpenTicket(b.Ctx, &desk.OpenTicketParams{CustomerID: "C-0001", Subject: "Refund",
+		if err := b.Store.UpsertCustomer(b.Ctx, &store.InsertCustomerParams{ID: "C-0006", Name: "Farah Haddad", Email: "farah.haddad@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		ticket, _, err := b.Desk(b.queue).OpenTicket(b.Ctx, &desk.OpenTicketParams{CustomerID: "C-0006", Subject: "Refund",
 			Body: "Hello.", EmailMessageID: "<unbracketed@y>"})
 		if err != nil {
 			t.Fatal(err)
@@ -308,7 +311,8 @@ func TestReceiveRealMail(t *testing.T) {
 		ticketID := b.openAPITicket(t, "C-0001", "Hello")
 		reply, _ := b.Reply(t, b.queue, ticketID, "Hi.", "bram@example.com")
 		tickets := b.count(t, `SELECT count(*) FROM tickets`)
-		out := b.receive(t, fixture(t, "delivery_report.eml", "{{RECIPIENT}}", "bram@example.com", "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID))
+		out := b.receive(t, fixture(t, "delivery_report.eml", "{{RECIPIENT}}", "bram@example.com", "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID),
+			jobstest.BounceAddress(reply.ID))
 		if out.Kind != "bounce" || b.count(t, `SELECT count(*) FROM tickets`) != tickets {
 			t.Errorf("outcome %+v", out)
 		}

@@ -1,7 +1,6 @@
 package inbound
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -67,8 +66,7 @@ func NewServer(rc *Receiver, config ServerConfig) *Server {
 		config.Timeout = 5 * time.Minute
 	}
 	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
-		sc, _ := c.Conn().(*sessionConn)
-		return &session{rc: rc, timeout: config.Timeout, conn: sc}, nil
+		return newSession(rc, config.Timeout, c), nil
 	}))
 	s.Domain = config.Domain
 	s.LMTP = config.LMTP
@@ -76,7 +74,7 @@ func NewServer(rc *Receiver, config ServerConfig) *Server {
 	s.MaxRecipients = config.MaxRecipients
 	s.ReadTimeout, s.WriteTimeout = config.Timeout, config.Timeout
 	// RFC 5322 §2.1.1 limits a line to 998 characters, but mail in the wild
-	// has longer header lines; up to maxLine they are read, and a message
+	// has longer header lines; up to MaxLine they are read, and a message
 	// with a longer one gets 500 5.4.0 once it has been read whole, so the
 	// sender, still writing, reads the answer instead of a reset
 	// connection. Past readLine go-smtp gives up on the stream (it cannot
@@ -105,13 +103,24 @@ type session struct {
 	rc      *Receiver
 	timeout time.Duration
 	conn    *sessionConn // nil when served without Server.Serve
-	rcpts   []string
+	env     Envelope
 }
 
-func (s *session) Mail(string, *smtp.MailOptions) error {
+func newSession(rc *Receiver, timeout time.Duration, c *smtp.Conn) *session {
+	s := &session{rc: rc, timeout: timeout}
+	s.conn, _ = c.Conn().(*sessionConn)
+	if addr, ok := c.Conn().RemoteAddr().(*net.TCPAddr); ok {
+		s.env.ClientIP = addr.IP
+	}
+	s.env.Helo = c.Hostname()
+	return s
+}
+
+func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 	if s.conn != nil {
 		s.conn.startMessage()
 	}
+	s.env.MailFrom = from
 	return nil
 }
 
@@ -119,29 +128,23 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if !s.rc.AcceptsRecipient(to) {
 		return errNoSuchRecipient
 	}
-	s.rcpts = append(s.rcpts, to)
+	s.env.Rcpts = append(s.env.Rcpts, to)
 	return nil
 }
 
 func (s *session) Data(r io.Reader) error {
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(r); err != nil {
-		if errors.Is(err, smtp.ErrTooLongLine) {
-			metrics.InboundMessages.WithLabelValues("refused").Inc()
-			return errLineTooLong
-		}
-		return err // go-smtp turns a too-large message into 552 5.3.4
-	}
-	if longestLine(buf.Bytes()) > maxLine {
-		metrics.InboundMessages.WithLabelValues("refused").Inc()
-		return errLineTooLong
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	_, err := s.rc.Receive(ctx, s.rcpts, buf.Bytes())
+	_, err := s.rc.ReceiveFrom(ctx, &s.env, r)
+	var smtpErr *smtp.SMTPError
 	switch {
 	case err == nil:
-		return nil // Receive counted it
+		return nil // ReceiveFrom counted it
+	case errors.As(err, &smtpErr):
+		return err // go-smtp's own: 552 5.3.4 for a message too large
+	case errors.Is(err, smtp.ErrTooLongLine), errors.Is(err, ErrLineTooLong):
+		metrics.InboundMessages.WithLabelValues("refused").Inc()
+		return errLineTooLong
 	case errors.Is(err, ErrUnparseable), errors.Is(err, desk.ErrNoSender), errors.Is(err, desk.ErrUnstorable):
 		metrics.InboundMessages.WithLabelValues("refused").Inc()
 	default:
@@ -164,27 +167,10 @@ func (s *session) Data(r io.Reader) error {
 	}
 }
 
-// The longest line a message may have, and the longest go-smtp reads.
-const (
-	maxLine  = 64 << 10
-	readLine = 1 << 20
-)
+// The longest line go-smtp reads: past it, it gives up on the stream.
+const readLine = 1 << 20
 
-// longestLine is the length of raw's longest line, its CRLF left out.
-func longestLine(raw []byte) int {
-	longest := 0
-	for len(raw) > 0 {
-		i := bytes.IndexByte(raw, '\n')
-		if i < 0 {
-			i = len(raw)
-		}
-		longest = max(longest, len(bytes.TrimSuffix(raw[:i], []byte("\r"))))
-		raw = raw[min(i+1, len(raw)):]
-	}
-	return longest
-}
-
-func (s *session) Reset()        { s.rcpts = nil }
+func (s *session) Reset()        { s.env.Rcpts, s.env.MailFrom = nil, "" }
 func (s *session) Logout() error { return nil }
 
 // sessionListener runs at most cap(slots) sessions at once and gives each

@@ -177,7 +177,9 @@ func (o *Outgoing) Render() ([]byte, error) {
 		h.SetMsgIDList("References", refs)
 	}
 	if o.ThreadRoot != "" {
-		h.SetText("Thread-Topic", oneLine(o.Subject))
+		if o.Subject != "" {
+			h.SetText("Thread-Topic", oneLine(o.Subject))
+		}
 		h.Set("Thread-Index", ThreadIndex(o.ThreadRoot, o.ThreadStart, o.Date))
 	}
 	switch {

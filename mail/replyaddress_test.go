@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"helpdesk/mail"
 )
@@ -11,38 +12,61 @@ import (
 func TestReplyAddresses(t *testing.T) {
 	t.Parallel()
 	r := &mail.ReplyAddresses{Local: "support", Domain: "helpdesk.example.com", Secret: []byte("the current secret, 16+ chars")}
-	addr := r.Sign("T-500001", "alice")
-	if !strings.HasPrefix(addr, "support+T-500001.alice.") || !strings.HasSuffix(addr, "@helpdesk.example.com") || len(addr) != len("support+T-500001.alice.")+10+len("@helpdesk.example.com") {
-		t.Fatalf("signed address %q", addr)
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	expires := now.Add(30 * 24 * time.Hour)
+	addr := r.Sign("T-500001", 1234, expires)
+	local, _, _ := strings.Cut(addr, "@")
+	if !strings.HasPrefix(addr, "support+T-500001.n1234.e") || !strings.HasSuffix(addr, "@helpdesk.example.com") || len(local) > 64 {
+		t.Fatalf("signed address %q (local part of %d octets; at most 64)", addr, len(local))
+	}
+	mac := addr[strings.LastIndex(local, ".")+1 : len(local)]
+	if len(mac) < 16 {
+		t.Errorf("a MAC of %d characters carries %d bits, want at least 80", len(mac), len(mac)*5)
 	}
 	for _, tc := range []struct {
-		name, addr, ticket, agent string
-		signed                    bool
-		err                       error
+		name, addr string
+		at         time.Time
+		signed     bool
+		err        error
 	}{
-		{"TheSignedAddressVerifies", addr, "T-500001", "alice", true, nil},
-		{"InAnyCase", strings.ToUpper(addr), "T-500001", "alice", true, nil},
-		{"AnotherAgentsNameDoesNot", strings.Replace(addr, ".alice.", ".bilal.", 1), "T-500001", "bilal", true, mail.ErrBadSignature},
-		{"AnotherTicketDoesNot", strings.Replace(addr, "T-500001", "T-500002", 1), "T-500002", "alice", true, mail.ErrBadSignature},
-		{"APlainPlusAddressIsNotSigned", "support+T-500001@helpdesk.example.com", "", "", false, nil},
-		{"AnotherDomainIsNotOurs", strings.Replace(addr, "helpdesk.example.com", "evil.example.com", 1), "", "", false, nil},
+		{"TheSignedAddressVerifies", addr, now, true, nil},
+		{"InAnyCase", strings.ToUpper(addr), now, true, nil},
+		{"AnotherNotificationDoesNot", strings.Replace(addr, ".n1234.", ".n1235.", 1), now, true, mail.ErrBadSignature},
+		{"AnotherTicketDoesNot", strings.Replace(addr, "T-500001", "T-500002", 1), now, true, mail.ErrBadSignature},
+		{"ALaterExpiryDoesNot", strings.Replace(addr, ".e", ".e9", 1), now, true, mail.ErrBadSignature},
+		{"ItExpires", addr, expires.Add(25 * time.Hour), true, mail.ErrExpired},
+		{"APlainPlusAddressIsNotSigned", "support+T-500001@helpdesk.example.com", now, false, nil},
+		{"TheFormerFormIsNotSigned", "support+T-500001.alice.abcdefghij@helpdesk.example.com", now, false, nil},
+		{"AnotherDomainIsNotOurs", strings.Replace(addr, "helpdesk.example.com", "evil.example.com", 1), now, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ticket, agent, signed, err := r.Parse(tc.addr)
-			if signed != tc.signed || !errors.Is(err, tc.err) || (tc.signed && (ticket != tc.ticket || agent != tc.agent)) {
-				t.Errorf("Parse(%q) = %q %q %v %v", tc.addr, ticket, agent, signed, err)
+			reply, signed, err := r.Parse(tc.addr, tc.at)
+			if signed != tc.signed || !errors.Is(err, tc.err) || (tc.signed && tc.err == nil && (reply.TicketID != "T-500001" || reply.Notification != 1234)) {
+				t.Errorf("Parse(%q) = %+v %v %v", tc.addr, reply, signed, err)
 			}
 		})
 	}
 	t.Run("APreviousSecretStillVerifiesAfterARotation", func(t *testing.T) {
 		rotated := &mail.ReplyAddresses{Local: "support", Domain: "helpdesk.example.com", Secret: []byte("the next secret, also long"),
 			Previous: [][]byte{r.Secret}}
-		if _, _, signed, err := rotated.Parse(addr); !signed || err != nil {
+		if _, signed, err := rotated.Parse(addr, now); !signed || err != nil {
 			t.Errorf("an address signed before the rotation: %v %v", signed, err)
 		}
 		forgotten := &mail.ReplyAddresses{Local: "support", Domain: "helpdesk.example.com", Secret: []byte("the next secret, also long")}
-		if _, _, _, err := forgotten.Parse(addr); !errors.Is(err, mail.ErrBadSignature) {
+		if _, _, err := forgotten.Parse(addr, now); !errors.Is(err, mail.ErrBadSignature) {
 			t.Errorf("without the previous secret: %v", err)
+		}
+	})
+	t.Run("ABounceAddressNamesItsMessage", func(t *testing.T) {
+		b := r.BounceAddress(77)
+		if id, ok, err := r.ParseBounce(b); !ok || err != nil || id != 77 {
+			t.Errorf("ParseBounce(%q) = %d %v %v", b, id, ok, err)
+		}
+		if _, ok, err := r.ParseBounce(strings.Replace(b, "+77.", "+78.", 1)); !ok || !errors.Is(err, mail.ErrBadSignature) {
+			t.Errorf("another message's number: %v %v", ok, err)
+		}
+		if _, ok, _ := r.ParseBounce("support@helpdesk.example.com"); ok {
+			t.Error("the support address is no bounce address")
 		}
 	})
 }

@@ -74,6 +74,12 @@ func (s *Store) GetAgent(ctx context.Context, name string) (*Agent, error) {
 	return a, err
 }
 
+// AgentByEmail queues the read of the agent with this address, in any
+// case; into gets it, or nil if none.
+func (b *Batch) AgentByEmail(email string, into **Agent) {
+	queueOptionalRow(b, "agent by email", email, scanAgent, into, `SELECT `+agentColumns+` FROM agents a WHERE lower(a.email) = lower($1)`, email)
+}
+
 // GetAgent queues GetAgent; into gets the agent, or nil if none.
 func (b *Batch) GetAgent(name string, into **Agent) {
 	queueOptionalRow(b, "get agent", name, scanAgent, into, getAgentSQL, name)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"helpdesk/blob"
 	"helpdesk/vocab"
 )
 
@@ -33,8 +35,8 @@ type NewAttachment struct {
 	Filename    string
 	ContentType string
 	Size        int64
-	Content     []byte
-	ContentID   string // "<…>" or ""
+	Content     *blob.Buffer // nil: not kept
+	ContentID   string       // "<…>" or ""
 	Inline      bool
 	Note        string
 	UploadedBy  string // the agent's name, for an upload; "" for a message's part
@@ -67,9 +69,17 @@ func (b *Batch) InsertAttachments(messageID *int64, list []*NewAttachment, into 
 	for i, n := range list {
 		var sum []byte
 		if n.Content != nil {
-			h := sha256.Sum256(n.Content)
-			sum = h[:]
-			b.b.Queue(`INSERT INTO attachment_contents (sha256, content) VALUES ($1, $2) ON CONFLICT DO NOTHING`, sum, n.Content)
+			h := sha256.New()
+			_, _ = io.Copy(h, n.Content.Reader())
+			sum = h.Sum(nil)
+			// A content stored already (the same file in another mail) is
+			// not stored again, nor are its chunks.
+			small, ok := n.Content.Small()
+			b.b.Queue(`INSERT INTO attachment_contents (sha256, content) VALUES ($1, $2) ON CONFLICT DO NOTHING`, sum, small)
+			if !ok {
+				b.bulk = append(b.bulk, bulk{sql: `INSERT INTO attachment_chunks (sha256, seq, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+					key: sum, chunks: n.Content.Chunks()})
+			}
 		}
 		b.b.Queue(`INSERT INTO attachments
 				(message_id, position, filename, content_type, size, sha256, content_id, inline, note, uploaded_by)
@@ -113,7 +123,7 @@ func (s *Store) AttachmentsOfTicket(ctx context.Context, ticketID string) (map[i
 func (s *Store) TicketAttachment(ctx context.Context, ticketID string, id int64) (*Attachment, []byte, error) {
 	var a Attachment
 	var content []byte
-	err := s.db.QueryRow(ctx, `SELECT `+prefixed("a.", attachmentColumns)+`, m.direction, c.content
+	err := s.db.QueryRow(ctx, `SELECT `+prefixed("a.", attachmentColumns)+`, m.direction, `+contentSQL+`
 		FROM attachments a JOIN messages m ON m.id = a.message_id
 		LEFT JOIN attachment_contents c ON c.sha256 = a.sha256
 		WHERE a.id = $1 AND m.ticket_id = $2`, id, ticketID).
@@ -150,7 +160,10 @@ func (b *Batch) MessageAttachmentFiles(messageID int64, into *[]*AttachmentFile)
 	})
 }
 
-var messageAttachmentFilesSQL = `SELECT ` + prefixed("a.", attachmentColumns) + `, c.content
+// contentSQL is the content of attachment_contents c, in one value.
+const contentSQL = `coalesce(c.content, (SELECT string_agg(k.data, ''::bytea ORDER BY k.seq) FROM attachment_chunks k WHERE k.sha256 = c.sha256))`
+
+var messageAttachmentFilesSQL = `SELECT ` + prefixed("a.", attachmentColumns) + `, ` + contentSQL + `
 	FROM attachments a JOIN attachment_contents c ON c.sha256 = a.sha256
 	WHERE a.message_id = $1 ORDER BY a.position, a.id`
 

@@ -14,9 +14,23 @@ import (
 // as a Batch method; the Store method of the same name, where there is
 // one, sends a batch of that query alone (one, exec).
 type Batch struct {
-	b   pgx.Batch
-	err error // a statement that could not be queued; Send returns it
+	b    pgx.Batch
+	err  error // a statement that could not be queued; Send returns it
+	bulk []bulk
 }
+
+// bulk is a large value that a batch writes as rows of one chunk each,
+// in trips of their own after its statements: the driver copies every
+// parameter of a batch into one buffer, twice, and a large mail or file
+// must never be copied whole.
+type bulk struct {
+	sql    string // INSERT … VALUES ($1 key, $2 seq, $3 data) ON CONFLICT DO NOTHING
+	key    any
+	chunks [][]byte
+}
+
+// bulkTrip is how many bytes of chunks go in one trip.
+const bulkTrip = 1 << 20
 
 // Add queues other's statements after b's.
 func (b *Batch) Add(other *Batch) {
@@ -24,6 +38,25 @@ func (b *Batch) Add(other *Batch) {
 		b.fail(other.err)
 	}
 	b.b.QueuedQueries = append(b.b.QueuedQueries, other.b.QueuedQueries...)
+	b.bulk = append(b.bulk, other.bulk...)
+}
+
+// writeBulk sends the chunks of large values, a few per trip, in the
+// transaction tx.
+func writeBulk(ctx context.Context, tx pgx.Tx, list []bulk) error {
+	for _, w := range list {
+		for start := 0; start < len(w.chunks); {
+			var trip pgx.Batch
+			for size := 0; start < len(w.chunks) && (size == 0 || size+len(w.chunks[start]) <= bulkTrip); start++ {
+				trip.Queue(w.sql, w.key, start, w.chunks[start])
+				size += len(w.chunks[start])
+			}
+			if err := batchError(tx.SendBatch(ctx, &trip).Close()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // fail records why a statement could not be queued; the first reason wins.
@@ -43,6 +76,9 @@ func (s *Store) Send(ctx context.Context, b *Batch) error {
 	}
 	if b.err != nil {
 		return b.err
+	}
+	if len(b.bulk) > 0 {
+		return errors.New("store: a large value is written only in a transaction (store.Run)")
 	}
 	if b.b.Len() == 0 {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"helpdesk/blob"
 	"helpdesk/store"
 	"helpdesk/store/storetest"
 	"helpdesk/vocab"
@@ -124,7 +125,7 @@ func TestBatch(t *testing.T) {
 	})
 
 	t.Run("ABatchedMessageWritesItsAttachmentsOnlyWithItsNumber", func(t *testing.T) {
-		files := []*store.NewAttachment{{Filename: "a.txt", ContentType: "text/plain", Size: 1, Content: []byte("a")}}
+		files := []*store.NewAttachment{{Filename: "a.txt", ContentType: "text/plain", Size: 1, Content: blob.FromBytes([]byte("a"))}}
 		var b store.Batch
 		var m store.Message
 		b.InsertMessage(&store.InsertMessageParams{TicketID: "T-1", Direction: vocab.DirectionInbound, Author: "x", Body: "b",

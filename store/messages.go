@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"helpdesk/blob"
 	"helpdesk/vocab"
 )
 
@@ -23,6 +24,14 @@ type Message struct {
 	Body           string
 	EmailMessageID *string // the RFC 5322 Message-ID, when the message is or was an email
 	CreatedAt      time.Time
+
+	// Of inbound mail: the From address as parsed, what its sender
+	// authentication said, and, for a held message, why it was held.
+	Sender      *string
+	AuthVerdict *vocab.Verdict
+	AuthDetail  *string
+	HeldReason  *string
+	Subject     *string
 }
 
 // InsertMessageParams are the fields of a new message.
@@ -36,13 +45,23 @@ type InsertMessageParams struct {
 	Attachments    []*NewAttachment // the email's files and inline images
 	AutoSubmitted  bool             // sent by a machine: an auto-reply or bulk mail
 	RawEmail       []byte           // the email as it arrived, kept compressed; nil for none
+	// RawEmailGzip is RawEmail compressed already (a listener that
+	// compressed it as it came); it wins over RawEmail. Past one chunk it
+	// is written in chunks, and the message must bring its number.
+	RawEmailGzip *blob.Buffer
+	Sender       string
+	AuthVerdict  vocab.Verdict
+	AuthDetail   string
+	HeldReason   string
+	Subject      string
 }
 
-const messageColumns = `id, ticket_id, direction, author, body, email_message_id, created_at`
+const messageColumns = `id, ticket_id, direction, author, body, email_message_id, created_at, sender, auth_verdict, auth_detail, held_reason, subject`
 
 func scanMessage(row pgx.Row) (*Message, error) {
 	var m Message
-	if err := row.Scan(&m.ID, &m.TicketID, &m.Direction, &m.Author, &m.Body, &m.EmailMessageID, &m.CreatedAt); err != nil {
+	if err := row.Scan(&m.ID, &m.TicketID, &m.Direction, &m.Author, &m.Body, &m.EmailMessageID, &m.CreatedAt,
+		&m.Sender, &m.AuthVerdict, &m.AuthDetail, &m.HeldReason, &m.Subject); err != nil {
 		return nil, interpretError(err)
 	}
 	return &m, nil
@@ -52,7 +71,7 @@ func scanMessage(row pgx.Row) (*Message, error) {
 // is ErrConflict. A message with attachments is numbered first, in a round
 // trip of its own, unless it brings its number.
 func (s *Store) InsertMessage(ctx context.Context, p *InsertMessageParams) (*Message, error) {
-	if len(p.Attachments) > 0 && p.ID == 0 {
+	if p.numbered() && p.ID == 0 {
 		numbered := *p
 		id, err := one(ctx, s, func(b *Batch, id *int64) { b.NextMessageID(id) })
 		if err != nil {
@@ -67,7 +86,7 @@ func (s *Store) InsertMessage(ctx context.Context, p *InsertMessageParams) (*Mes
 // InsertMessage queues InsertMessage; into gets the message. A message
 // with attachments must bring its number (NextMessageID), which they name.
 func (b *Batch) InsertMessage(p *InsertMessageParams, into *Message) {
-	if len(p.Attachments) > 0 && p.ID == 0 {
+	if p.numbered() && p.ID == 0 {
 		b.fail(errBatchedAttachments)
 		return
 	}
@@ -77,6 +96,10 @@ func (b *Batch) InsertMessage(p *InsertMessageParams, into *Message) {
 		return
 	}
 	queueRow(b, "insert message on", p.TicketID, scanMessage, into, insertMessageSQL, args...)
+	if _, small := p.RawEmailGzip.Small(); p.RawEmailGzip != nil && !small {
+		b.bulk = append(b.bulk, bulk{sql: `INSERT INTO raw_email_chunks (message_id, seq, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+			key: p.ID, chunks: p.RawEmailGzip.Chunks()})
+	}
 	if len(p.Attachments) > 0 {
 		id := p.ID
 		var written []*Attachment
@@ -97,13 +120,22 @@ func (b *Batch) NextMessageID(id *int64) {
 
 // The id is an identity column: a number taken by NextMessageID is written
 // over the system's value, and COALESCE takes a new one only without it.
-const insertMessageSQL = `INSERT INTO messages (id, ticket_id, direction, author, body, email_message_id, auto_submitted, raw_email)
+const insertMessageSQL = `INSERT INTO messages (id, ticket_id, direction, author, body, email_message_id, auto_submitted, raw_email,
+		sender, auth_verdict, auth_detail, held_reason, subject)
 	OVERRIDING SYSTEM VALUE
-	VALUES (COALESCE($1, nextval(pg_get_serial_sequence('messages', 'id'))), $2, $3, $4, $5, $6, $7, $8) RETURNING ` + messageColumns
+	VALUES (COALESCE($1, nextval(pg_get_serial_sequence('messages', 'id'))), $2, $3, $4, $5, $6, $7, $8,
+		NULLIF($9, ''), NULLIF($10, ''), NULLIF($11, ''), NULLIF($12, ''), NULLIF($13, '')) RETURNING ` + messageColumns
+
+// numbered reports whether the message's rows name it: its attachments,
+// or the chunks of a large raw mail.
+func (p *InsertMessageParams) numbered() bool {
+	_, small := p.RawEmailGzip.Small()
+	return len(p.Attachments) > 0 || (p.RawEmailGzip != nil && !small)
+}
 
 func insertMessageArgs(p *InsertMessageParams) ([]any, error) {
-	var raw []byte
-	if p.RawEmail != nil {
+	raw, _ := p.RawEmailGzip.Small() // a large one goes in chunks
+	if p.RawEmailGzip == nil && p.RawEmail != nil {
 		var err error
 		if raw, err = gzipBytes(p.RawEmail); err != nil {
 			return nil, fmt.Errorf("insert message on %s: compress: %w", p.TicketID, err)
@@ -113,14 +145,17 @@ func insertMessageArgs(p *InsertMessageParams) ([]any, error) {
 	if p.ID != 0 {
 		id = &p.ID
 	}
-	return []any{id, p.TicketID, p.Direction, p.Author, p.Body, p.EmailMessageID, p.AutoSubmitted, raw}, nil
+	return []any{id, p.TicketID, p.Direction, p.Author, p.Body, p.EmailMessageID, p.AutoSubmitted, raw,
+		p.Sender, string(p.AuthVerdict), p.AuthDetail, p.HeldReason, p.Subject}, nil
 }
 
 // RawEmail returns the email a message arrived as, byte for byte; nil if
 // it did not come by email.
 func (s *Store) RawEmail(ctx context.Context, messageID int64) ([]byte, error) {
 	var packed []byte
-	if err := s.db.QueryRow(ctx, `SELECT raw_email FROM messages WHERE id = $1`, messageID).Scan(&packed); err != nil {
+	if err := s.db.QueryRow(ctx, `SELECT coalesce(raw_email,
+			(SELECT string_agg(data, ''::bytea ORDER BY seq) FROM raw_email_chunks WHERE message_id = m.id))
+		FROM messages m WHERE id = $1`, messageID).Scan(&packed); err != nil {
 		return nil, fmt.Errorf("raw email of message %d: %w", messageID, interpretError(err))
 	}
 	if packed == nil {
@@ -309,10 +344,18 @@ func (b *Batch) GetMessage(id int64, into *Message) {
 	queueRow(b, "get message", id, scanMessage, into, getMessageSQL, id)
 }
 
+// GetMessageOptional queues GetMessage for a message that may not be
+// there; into gets nil then.
+func (b *Batch) GetMessageOptional(id int64, into **Message) {
+	queueOptionalRow(b, "get message", id, scanMessage, into, getMessageSQL, id)
+}
+
 const getMessageSQL = `SELECT ` + messageColumns + ` FROM messages WHERE id = $1`
 
 // TicketOfMessageIDs returns the ticket that holds the newest of the
 // messages with these Message-IDs, sent or received; ErrNotFound if none.
+// A held message's id names nothing: a stranger's mail, kept for agents,
+// must not plant an id the stranger's next mail could cite.
 func (s *Store) TicketOfMessageIDs(ctx context.Context, ids []string) (string, error) {
 	// An id may also be the one a relay gave our message and wrote into
 	// its Message-ID: <relay-id@relay's domain>.
@@ -324,7 +367,7 @@ func (s *Store) TicketOfMessageIDs(ctx context.Context, ids []string) (string, e
 	}
 	var ticketID string
 	err := s.db.QueryRow(ctx, `SELECT ticket_id FROM (
-			(SELECT ticket_id, created_at, id FROM messages WHERE email_message_id = ANY($1))
+			(SELECT ticket_id, created_at, id FROM messages WHERE email_message_id = ANY($1) AND direction <> 'held')
 			UNION ALL
 			(SELECT m.ticket_id, m.created_at, m.id FROM outbound_emails e JOIN messages m ON m.id = e.message_id
 			 WHERE e.relay_message_id = ANY($2))
@@ -351,26 +394,70 @@ func (b *Batch) MessageIDExists(emailMessageID string, exists *bool) {
 	})
 }
 
-// IsTicketParticipant reports whether the address is the ticket's
-// customer's or was a recipient of one of its outbound messages.
-func (s *Store) IsTicketParticipant(ctx context.Context, ticketID, address string) (bool, error) {
-	var ok bool
-	err := s.db.QueryRow(ctx, `SELECT EXISTS (
+// IsTicketParticipant reports whether the address may write into the
+// ticket: its customer's, a recipient of one of its outbound messages, one
+// an agent let in (AddParticipant), or an active agent's.
+func (s *Store) IsTicketParticipant(ctx context.Context, ticketID, address string) (ok bool, err error) {
+	err = exec(ctx, s, func(b *Batch) { b.IsTicketParticipant(ticketID, address, &ok) })
+	return ok, err
+}
+
+// IsTicketParticipant queues IsTicketParticipant; ok gets its answer.
+func (b *Batch) IsTicketParticipant(ticketID, address string, ok *bool) {
+	b.b.Queue(`SELECT EXISTS (
 			SELECT 1 FROM tickets t JOIN customers c ON c.id = t.customer_id
 			WHERE t.id = $1 AND lower(c.email) = lower($2))
 		OR EXISTS (
 			SELECT 1 FROM outbound_recipients r JOIN messages m ON m.id = r.message_id
-			WHERE m.ticket_id = $1 AND lower(r.address) = lower($2))`, ticketID, address).Scan(&ok)
-	if err != nil {
-		return false, fmt.Errorf("participants of %s: %w", ticketID, err)
-	}
-	return ok, nil
+			WHERE m.ticket_id = $1 AND lower(r.address) = lower($2))
+		OR EXISTS (SELECT 1 FROM ticket_participants p WHERE p.ticket_id = $1 AND p.address = lower($2))
+		OR EXISTS (SELECT 1 FROM agents a WHERE lower(a.email) = lower($2) AND a.disabled_at IS NULL)`, ticketID, address).
+		QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(ok); err != nil {
+				return fmt.Errorf("participants of %s: %w", ticketID, err)
+			}
+			return nil
+		})
+}
+
+// AddParticipant queues letting the address write into the ticket.
+func (b *Batch) AddParticipant(ticketID, address string, addedBy vocab.Actor) {
+	b.b.Queue(`INSERT INTO ticket_participants (ticket_id, address, added_by) VALUES ($1, lower($2), $3) ON CONFLICT DO NOTHING`,
+		ticketID, address, addedBy)
+}
+
+// AcceptHeld queues making a held message of the ticket an inbound one,
+// by author; a message that is not held on that ticket is ErrNotFound.
+func (b *Batch) AcceptHeld(ticketID string, messageID int64, author vocab.Actor, into *Message) {
+	queueRow(b, "accept held message", messageID, scanMessage, into, `UPDATE messages SET direction = 'inbound', author = $3
+		WHERE id = $2 AND ticket_id = $1 AND direction = 'held' RETURNING `+messageColumns, ticketID, messageID, author)
+}
+
+// MoveHeld queues moving a held message of the ticket to another ticket,
+// as its first inbound message; ErrNotFound if it is not held there.
+func (b *Batch) MoveHeld(ticketID string, messageID int64, to string, author vocab.Actor, into *Message) {
+	queueRow(b, "move held message", messageID, scanMessage, into, `UPDATE messages SET ticket_id = $3, direction = 'inbound', author = $4
+		WHERE id = $2 AND ticket_id = $1 AND direction = 'held' RETURNING `+messageColumns, ticketID, messageID, to, author)
+}
+
+// GetHeld queues the read of a held message of the ticket; ErrNotFound
+// if it is not held there.
+func (b *Batch) GetHeld(ticketID string, messageID int64, into *Message) {
+	queueRow(b, "held message", messageID, scanMessage, into, `SELECT `+messageColumns+` FROM messages
+		WHERE id = $2 AND ticket_id = $1 AND direction = 'held'`, ticketID, messageID)
+}
+
+// NewestInbound queues the read of the ticket's newest inbound message
+// that a person wrote; into gets it, nil if none.
+func (b *Batch) NewestInbound(ticketID string, into **Message) {
+	queueOptionalRow(b, "newest message of", ticketID, scanMessage, into, `SELECT `+messageColumns+` FROM messages
+		WHERE ticket_id = $1 AND direction = 'inbound' AND NOT auto_submitted ORDER BY created_at DESC, id DESC LIMIT 1`, ticketID)
 }
 
 // NewestBodies returns the bodies of the ticket's newest messages in one
-// direction (inbound: what the customer said lately, machines' mail left
-// out; outbound: what agents answered), at most limit of them, oldest
-// first, read through the (ticket_id, created_at, id) index however long
+// direction (inbound: what the customer and the participants said lately,
+// machines' mail left out, a participant's marked as theirs; outbound:
+// what agents answered), at most limit of them, oldest first, read through the (ticket_id, created_at, id) index however long
 // the ticket is.
 func (s *Store) NewestBodies(ctx context.Context, ticketID string, direction vocab.Direction, limit int) ([]string, error) {
 	bodies, err := one(ctx, s, func(b *Batch, into *[]string) { b.NewestBodies(ticketID, direction, limit, into) })
@@ -385,8 +472,10 @@ func (b *Batch) NewestBodies(ticketID string, direction vocab.Direction, limit i
 	b.texts(fmt.Sprintf("%s messages of %s", direction, ticketID), newestBodiesSQL, into, ticketID, limit, direction)
 }
 
-const newestBodiesSQL = `SELECT body FROM (
-		SELECT body, created_at, id FROM messages WHERE ticket_id = $1 AND direction = $3 AND NOT auto_submitted
+// A message of someone else than the customer (a participant an agent let
+// in) says whose it is, so that a prompt does not take it for hers.
+const newestBodiesSQL = `SELECT CASE WHEN author LIKE 'email:%' THEN '(' || substr(author, 7) || ' wrote:) ' || body ELSE body END FROM (
+		SELECT body, author, created_at, id FROM messages WHERE ticket_id = $1 AND direction = $3 AND NOT auto_submitted
 		ORDER BY created_at DESC, id DESC LIMIT $2) newest
 	ORDER BY created_at, id`
 

@@ -149,6 +149,19 @@ func (b *Batch) GetOutboundEmail(messageID int64, into *OutboundEmail) {
 	})
 }
 
+// GetOutboundEmailOptional queues GetOutboundEmail for a delivery that
+// may not be there; into gets nil then.
+func (b *Batch) GetOutboundEmailOptional(messageID int64, into **OutboundEmail) {
+	queueOptionalRow(b, "get outbound email", messageID, scanOutbound, into, getOutboundSQL, messageID)
+	b.b.Queue(messageRecipientsSQL, messageID).Query(func(rows pgx.Rows) error {
+		byMessage, err := scanRecipients(rows)
+		if *into != nil {
+			(*into).Recipients = byMessage[messageID]
+		}
+		return err
+	})
+}
+
 const getOutboundSQL = `SELECT ` + outboundColumns + ` FROM outbound_emails WHERE message_id = $1`
 
 // ListOutboundEmails returns the deliveries of a ticket's outbound
@@ -384,14 +397,12 @@ func (s *Store) OutboundMessageOfJob(ctx context.Context, jobID int64) (int64, e
 	return id, nil
 }
 
-// RecordBounce marks the recipient of our message with this Message-ID as
-// failed, as a delivery report said; found is false when we sent no such
-// message to that address.
-func (s *Store) RecordBounce(ctx context.Context, emailMessageID, address, status string) (found bool, err error) {
-	tag, err := s.db.Exec(ctx, `UPDATE outbound_recipients r SET state = 'failed', smtp_text = $3, updated_at = now()
-		FROM messages m
-		WHERE m.id = r.message_id AND m.email_message_id = $1 AND lower(r.address) = lower($2)`,
-		emailMessageID, address, "bounced: "+status)
+// RecordBounceOf marks the recipient of outbound message messageID as
+// failed, as a delivery report to its bounce address said; found is false
+// when the message went to no such address.
+func (s *Store) RecordBounceOf(ctx context.Context, messageID int64, address, status string) (found bool, err error) {
+	tag, err := s.db.Exec(ctx, `UPDATE outbound_recipients SET state = 'failed', smtp_text = $3, updated_at = now()
+		WHERE message_id = $1 AND lower(address) = lower($2)`, messageID, address, "bounced: "+status)
 	if err != nil {
 		return false, fmt.Errorf("record bounce of %s: %w", address, err)
 	}
@@ -402,7 +413,7 @@ func (s *Store) RecordBounce(ctx context.Context, emailMessageID, address, statu
 			state = CASE WHEN EXISTS (SELECT 1 FROM outbound_recipients WHERE message_id = e.message_id AND state = 'sent')
 			             THEN 'partially_sent' ELSE 'failed' END,
 			last_error = $2, updated_at = now()
-		FROM messages m WHERE m.id = e.message_id AND m.email_message_id = $1`, emailMessageID, "bounced: "+address+": "+status)
+		WHERE e.message_id = $1`, messageID, "bounced: "+address+": "+status)
 	if err != nil {
 		return false, fmt.Errorf("record bounce of %s: %w", address, err)
 	}

@@ -59,12 +59,12 @@ func (t *Tx) send(ctx context.Context, more *Batch, begin bool) error {
 			return b.err
 		}
 	}
-	waiting := t.later.b.QueuedQueries
+	waiting, bulk := t.later.b.QueuedQueries, t.later.bulk
 	if more != nil {
-		waiting = append(waiting, more.b.QueuedQueries...)
+		waiting, bulk = append(waiting, more.b.QueuedQueries...), append(bulk, more.bulk...)
 	}
 	t.later = Batch{}
-	if len(waiting) == 0 && (t.tx != nil || !begin) {
+	if len(waiting) == 0 && len(bulk) == 0 && (t.tx != nil || !begin) {
 		return nil
 	}
 	var b pgx.Batch
@@ -73,7 +73,10 @@ func (t *Tx) send(ctx context.Context, more *Batch, begin bool) error {
 	}
 	b.QueuedQueries = append(b.QueuedQueries, waiting...)
 	if t.tx != nil {
-		return batchError(t.tx.SendBatch(ctx, &b).Close())
+		if err := batchError(t.tx.SendBatch(ctx, &b).Close()); err != nil {
+			return err
+		}
+		return writeBulk(ctx, t.tx, bulk)
 	}
 	br := t.pool.SendBatch(ctx, &b)
 	t.tx = br.Tx()
@@ -83,7 +86,7 @@ func (t *Tx) send(ctx context.Context, more *Batch, begin bool) error {
 	if t.tx == nil {
 		return errors.New("store: the transaction did not begin")
 	}
-	return nil
+	return writeBulk(ctx, t.tx, bulk)
 }
 
 // begun makes sure the transaction has begun and nothing waits.

@@ -139,3 +139,15 @@ func ParseActor(s string) (Actor, error) {
 
 // String is the actor as text: customer:C-0022, agent:alice, system.
 func (a Actor) String() string { return string(a) }
+
+// Verdict is what a mail's sender authentication said of its From: the
+// domain vouched for it (pass), said it is not from it (fail), or said
+// nothing we could read (none).
+type Verdict string
+
+// The verdicts.
+const (
+	VerdictPass Verdict = "pass"
+	VerdictFail Verdict = "fail"
+	VerdictNone Verdict = "none"
+)

@@ -26,7 +26,7 @@ import (
 func agentRoundTrip(ctx context.Context, out io.Writer, pool *pgxpool.Pool, queue *jobs.Queue, cases *desk.Desk,
 	replies *mail.ReplyAddresses, relay *smtptest.Server, expect func(string, any, any), logger *slog.Logger) error {
 	fmt.Fprintln(out, "Part 4: an agent answers from her mail client")
-	receiver := inbound.NewReceiver(cases, logger)
+	receiver := inbound.NewReceiver(cases, inbound.ReceiverConfig{Logger: logger})
 	customerMail := "From: Viktor Horvat <viktor.horvat@example.com>\r\nTo: support@helpdesk.example.com\r\n" +
 		"Subject: Invoice 2210 charged twice\r\nMessage-ID: <demo.viktor.1@mail.example.com>\r\n\r\n" +
 		"Hello, invoice 2210 was charged twice on my card. Please refund one.\r\n"
@@ -41,7 +41,7 @@ func agentRoundTrip(ctx context.Context, out io.Writer, pool *pgxpool.Pool, queu
 		return err
 	}
 	fmt.Fprintf(out, "  customer mail → %s; triage assigned alice and mailed her %q\n", opened.TicketID, note.subject)
-	fmt.Fprintf(out, "    Reply-To: %s (signed for %s and alice)\n", note.replyTo, opened.TicketID)
+	fmt.Fprintf(out, "    Reply-To: %s (signed for %s and this notification)\n", note.replyTo, opened.TicketID)
 	answer := "From: Alice Moreau <alice@support.example.com>\r\nTo: " + note.replyTo + "\r\nSubject: Re: " + note.subject + "\r\n" +
 		"Message-ID: <demo.alice.1@support.example.com>\r\nIn-Reply-To: " + note.messageID + "\r\n\r\n" +
 		"Hello Viktor, we refunded the second charge of invoice 2210.\r\n\r\nAlice\r\n\r\n" +

@@ -42,6 +42,7 @@ type serveConfig struct {
 	Jobs     jobs.Config
 	Desk     desk.Config
 	Inbound  inbound.ServerConfig
+	Receiver inbound.ReceiverConfig
 	Mail     mail.SenderConfig
 	Provider provider.Config // BaseURL empty: start the simulator in-process
 
@@ -81,7 +82,8 @@ func (c *serveConfig) groups() []settings.Group {
 		{Title: "API", Settings: c.API.Settings()},
 		{Title: "Tickets and mail", About: "The use cases: the support address, acknowledgements, assignment, suppressions, what is kept.", Settings: c.Desk.Settings()},
 		{Title: "Outbound mail", Settings: c.Mail.Settings()},
-		{Title: "Inbound mail", Settings: c.Inbound.Settings()},
+		{Title: "Inbound mail", About: "The listener, and whom it believes about a sender (docs/mail.md has the threat model).",
+			Settings: append(c.Inbound.Settings(), c.Receiver.Settings()...)},
 		{Title: "AI provider", Settings: c.Provider.Settings()},
 		{Title: "Queue and workers", About: "River's queues: attempts, backoff, timeouts, the provider's circuit breaker.", Settings: c.Jobs.Settings()},
 	}
@@ -194,7 +196,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 
 	// One way: the insert-only queue, then the use cases that enqueue
 	// with it, then (in a worker process) the workers that hold them.
-	cfg.Jobs.Logger, cfg.Desk.Logger = logger, logger
+	cfg.Jobs.Logger, cfg.Desk.Logger, cfg.Receiver.Logger = logger, logger, logger
 	providerURL := cfg.Provider.BaseURL
 	if works {
 		if providerURL == "" {
@@ -294,7 +296,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	go queue.RunGauges(gaugesCtx, cfg.MetricsInterval)
 
 	if servesAPI && cfg.Inbound.Addr != "" {
-		inboundServer := inbound.NewServer(inbound.NewReceiver(cases, logger), cfg.Inbound)
+		inboundServer := inbound.NewServer(inbound.NewReceiver(cases, cfg.Receiver), cfg.Inbound)
 		inboundLn, err := net.Listen("tcp", cfg.Inbound.Addr)
 		if err != nil {
 			return fmt.Errorf("listen on HELPDESK_INBOUND_ADDR %s: %w", cfg.Inbound.Addr, err)

@@ -97,8 +97,18 @@ func (b *Bundle) ShortTimeoutProvider(tb testing.TB, timeout time.Duration) {
 	b.Provider, b.Config.Provider = client, client
 }
 
+// ReplySecret signs the reply and bounce addresses of WithSMTP's desk.
+const ReplySecret = "the reply secret of these tests"
+
+// BounceAddress is the envelope sender WithSMTP's desk gives outbound
+// message messageID: where a delivery report on it is taken.
+func BounceAddress(messageID int64) string {
+	return (&mail.ReplyAddresses{Local: "support", Domain: "helpdesk.example.com", Secret: []byte(ReplySecret)}).BounceAddress(messageID)
+}
+
 // WithSMTP starts a fake SMTP server and points the queue's relay at it,
-// with short timeouts and a backoff of 10ms to 50ms.
+// with short timeouts and a backoff of 10ms to 50ms, and signs reply and
+// bounce addresses with ReplySecret.
 func (b *Bundle) WithSMTP(tb testing.TB) *smtptest.Server {
 	tb.Helper()
 	srv := smtptest.Start(tb)
@@ -110,6 +120,7 @@ func (b *Bundle) WithSMTP(tb testing.TB) *smtptest.Server {
 	b.Relay, b.Config.Mail, b.DeskConfig.Delivery.Sender = relay, true, relay
 	b.DeskConfig.MailDomain = "helpdesk.example.com"
 	b.DeskConfig.From = &mail.Address{Name: "Example Support", Address: "support@helpdesk.example.com"}
+	b.DeskConfig.ReplySecret = ReplySecret
 	b.Config.EmailBackoff = backoff.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
 	return srv
 }

@@ -1,0 +1,95 @@
+package inbound
+
+import (
+	"net/mail"
+	"strings"
+	"testing"
+
+	"github.com/emersion/go-message"
+	gomail "github.com/emersion/go-message/mail"
+)
+
+// fromProbes are Froms an attacker wrote to be read as Ada's by one parser
+// and as the attacker's by a DMARC checker.
+var fromProbes = []string{
+	"ada.lovelace@example.com <attacker@attacker.example>",
+	"=?utf-8?q?ada.lovelace@example.com=0A?= <attacker@attacker.example>",
+	"ada.lovelace@example.com, <attacker@attacker.example>",
+	`"ada.lovelace@example.com" <attacker@attacker.example>`,
+	"Ada <ada.lovelace@example.com> (attacker@attacker.example)",
+	"<ada.lovelace@example.com>, attacker@attacker.example",
+	"ada.lovelace@example.com (<attacker@attacker.example>)",
+	`"Ada <ada.lovelace@example.com>" <attacker@attacker.example>`,
+	"attacker@attacker.example@example.com",
+	"Ada Lovelace <ada.lovelace@example.com>",
+	"ada.lovelace@EXAMPLE.com",
+	"=?iso-8859-1?q?Ren=E9?= <rene@example.fr>",
+}
+
+func TestParseFromTakesOnlyOneWellFormedMailbox(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		fields []string
+		want   string // "" for no usable From
+	}{
+		{[]string{"Ada Lovelace <ada.lovelace@example.com>"}, "ada.lovelace@example.com"},
+		{[]string{"ada.lovelace@EXAMPLE.com"}, "ada.lovelace@example.com"},
+		{[]string{`"ada.lovelace@example.com" <attacker@attacker.example>`}, "attacker@attacker.example"},
+		{[]string{"=?utf-8?q?Ada=00Lovelace?= <ada.lovelace@example.com>"}, "ada.lovelace@example.com"},
+		{[]string{"Ada \xff <ada.lovelace@example.com>"}, "ada.lovelace@example.com"},
+		{[]string{"ada.lovelace@example.com <attacker@attacker.example>"}, ""},
+		{[]string{"=?utf-8?q?ada.lovelace@example.com=0A?= <attacker@attacker.example>"}, ""},
+		{[]string{"ada.lovelace@example.com, <attacker@attacker.example>"}, ""},
+		{[]string{"Ada <ada.lovelace@example.com>", "attacker@attacker.example"}, ""},
+		{nil, ""},
+		{[]string{"undisclosed-recipients:;"}, ""},
+		{[]string{"ada@localhost"}, ""},
+		{[]string{"ada@[127.0.0.1]"}, ""},
+	} {
+		addr, name, err := parseFrom(tc.fields)
+		if addr != tc.want || (tc.want == "") != (err != nil) {
+			t.Errorf("%q: %q (%v), want %q", tc.fields, addr, err, tc.want)
+		}
+		if strings.Contains(name, "@") {
+			t.Errorf("%q: the name %q shows an address", tc.fields, name)
+		}
+	}
+}
+
+// FuzzFrom checks parseFrom against go-message's and net/mail's readings
+// of the same field, and against the domain a DMARC checker takes: where
+// it finds a sender, every parser that reads the field at all reads the
+// same one address.
+func FuzzFrom(f *testing.F) {
+	for _, p := range fromProbes {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		addr, name, err := parseFrom([]string{raw})
+		if err != nil {
+			if addr != "" || name != "" {
+				t.Fatalf("%q: an error and a sender %q %q", raw, addr, name)
+			}
+			return
+		}
+		local, domain, ok := strings.Cut(addr, "@")
+		if !ok || local == "" || strings.Contains(domain, "@") || !hostname.MatchString(domain) || addr != strings.ToLower(addr) {
+			t.Fatalf("%q: sender %q is no plain lower-case address", raw, addr)
+		}
+		if !plainAddress(name) || strings.Contains(name, "@") || strings.ContainsAny(name, "\r\n") {
+			t.Fatalf("%q: display name %q", raw, name)
+		}
+		if d := dmarcDomain(strings.ToValidUTF8(raw, "\uFFFD")); d != domain {
+			t.Fatalf("%q: sender %s, but a DMARC checker takes the domain %q", raw, addr, d)
+		}
+		if a, err := mail.ParseAddress(raw); err == nil && !strings.EqualFold(a.Address, addr) {
+			t.Fatalf("%q: net/mail reads %q, parseFrom %q", raw, a.Address, addr)
+		}
+		var h gomail.Header
+		h.Header = message.Header{}
+		h.Set("From", raw)
+		if list, err := h.AddressList("From"); err == nil && (len(list) != 1 || !strings.EqualFold(list[0].Address, addr)) {
+			t.Fatalf("%q: go-message reads %v, parseFrom %q", raw, list, addr)
+		}
+	})
+}

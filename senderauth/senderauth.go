@@ -1,0 +1,193 @@
+// Package senderauth judges whether an inbound mail comes from the domain its From names: by a trusted MTA's Authentication-Results, or by DKIM, SPF and DMARC checked here.
+//
+// It is a folder of its own because the judgement is one concern with its
+// own standards (RFC 8601, 6376, 7208, 7489) and its own DNS, used by every
+// way mail comes in (the SMTP listener, a mailbox fetcher); desk decides
+// what a verdict allows, this package only reaches it.
+package senderauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"blitiri.com.ar/go/spf"
+	"github.com/emersion/go-msgauth/authres"
+	"github.com/emersion/go-msgauth/dkim"
+	"github.com/emersion/go-msgauth/dmarc"
+	"golang.org/x/net/publicsuffix"
+
+	"helpdesk/settings"
+	"helpdesk/vocab"
+)
+
+// Resolver is the DNS the checks ask; net.DefaultResolver is one, and
+// tests give their own (these machines have no DNS).
+type Resolver interface {
+	LookupTXT(ctx context.Context, name string) ([]string, error)
+	LookupMX(ctx context.Context, name string) ([]*net.MX, error)
+	LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error)
+	LookupAddr(ctx context.Context, addr string) ([]string, error)
+}
+
+// Config is whom the checks trust and what they do themselves.
+type Config struct {
+	// AuthservID is the authserv-id of the MTA in front (RFC 8601 §2.5):
+	// its Authentication-Results, and only its, are believed. "" believes
+	// none.
+	AuthservID string
+	// Verify checks DKIM, SPF and DMARC here, for mail that reaches the
+	// listener straight from the sending MTA.
+	Verify bool
+	// Resolver answers the checks' DNS questions; nil: net.DefaultResolver.
+	Resolver Resolver
+}
+
+// Settings declares the checks' settings.
+func (c *Config) Settings() []settings.Setting {
+	return []settings.Setting{
+		settings.Text(&c.AuthservID, "HELPDESK_INBOUND_AUTHSERV_ID", "inbound-authserv-id", "",
+			"the authserv-id of the MTA in front (what Postfix with OpenDMARC, Gmail or Microsoft 365 write first in Authentication-Results): "+
+				"its DMARC result is each inbound message's verdict; Authentication-Results of any other id are ignored; unset: none are believed"),
+		settings.Bool(&c.Verify, "HELPDESK_INBOUND_VERIFY", "inbound-verify", "0",
+			"1: check DKIM, SPF and DMARC of each inbound message here (for mail that comes straight from the sending MTA, not through a relay of ours); "+
+				"a trusted Authentication-Results wins"),
+	}
+}
+
+// Mail is what the checks read of one message.
+type Mail struct {
+	FromDomain string           // the domain of its one From address
+	Results    []string         // its Authentication-Results fields, topmost first
+	Raw        func() io.Reader // its bytes as they came, for DKIM
+	ClientIP   net.IP           // the SMTP client, for SPF; nil: unknown
+	Helo       string           // what it said in EHLO
+	MailFrom   string           // its envelope sender
+}
+
+// Verdict is what the checks found.
+type Verdict struct {
+	Result vocab.Verdict
+	Detail string // how: "dmarc=pass by mx.example.com", "dkim=pass d=example.com; dmarc=pass"
+}
+
+// Check reaches a verdict on m: a trusted Authentication-Results first,
+// else the checks done here when Verify is on, else none.
+func (c *Config) Check(ctx context.Context, m *Mail) Verdict {
+	if c.AuthservID != "" {
+		if v, ok := c.trusted(m.Results); ok {
+			return v
+		}
+	}
+	if c.Verify && m.FromDomain != "" {
+		return c.verify(ctx, m)
+	}
+	return Verdict{Result: vocab.VerdictNone, Detail: "not checked"}
+}
+
+// trusted reads the topmost Authentication-Results field of our MTA: the
+// one it prepended (RFC 8601 §5: an MTA removes forged fields with its own
+// authserv-id). Fields of any other id are ignored.
+func (c *Config) trusted(fields []string) (Verdict, bool) {
+	for _, f := range fields {
+		id, results, err := authres.Parse(f)
+		if !strings.EqualFold(id, c.AuthservID) {
+			continue
+		}
+		if err != nil {
+			return Verdict{Result: vocab.VerdictNone, Detail: "unreadable Authentication-Results of " + c.AuthservID}, true
+		}
+		for _, r := range results {
+			if d, ok := r.(*authres.DMARCResult); ok {
+				v := Verdict{Result: vocab.VerdictNone, Detail: "dmarc=" + string(d.Value) + " by " + c.AuthservID}
+				switch d.Value {
+				case authres.ResultPass:
+					v.Result = vocab.VerdictPass
+				case authres.ResultFail:
+					v.Result = vocab.VerdictFail
+				}
+				return v, true
+			}
+		}
+		return Verdict{Result: vocab.VerdictNone, Detail: "no dmarc result by " + c.AuthservID}, true
+	}
+	return Verdict{}, false
+}
+
+func (c *Config) resolver() Resolver {
+	if c.Resolver != nil {
+		return c.Resolver
+	}
+	return net.DefaultResolver
+}
+
+// verify is DMARC (RFC 7489) as done here: the From domain's policy, and
+// whether DKIM or SPF passes for a domain aligned with it.
+func (c *Config) verify(ctx context.Context, m *Mail) Verdict {
+	res := c.resolver()
+	lookupTXT := func(name string) ([]string, error) { return res.LookupTXT(ctx, name) }
+	from := strings.ToLower(strings.TrimSuffix(m.FromDomain, "."))
+	record, err := dmarc.LookupWithOptions(from, &dmarc.LookupOptions{LookupTXT: lookupTXT})
+	org := organizational(from)
+	if errors.Is(err, dmarc.ErrNoPolicy) && org != from {
+		record, err = dmarc.LookupWithOptions(org, &dmarc.LookupOptions{LookupTXT: lookupTXT})
+	}
+	var details []string
+	switch {
+	case errors.Is(err, dmarc.ErrNoPolicy):
+		return Verdict{Result: vocab.VerdictNone, Detail: "no DMARC policy for " + from}
+	case err != nil:
+		return Verdict{Result: vocab.VerdictNone, Detail: "DMARC policy unavailable: " + err.Error()}
+	}
+	dkimAligned, spfAligned := false, false
+	if m.Raw != nil {
+		verifications, err := dkim.VerifyWithOptions(m.Raw(), &dkim.VerifyOptions{LookupTXT: lookupTXT, MaxVerifications: 5})
+		if err != nil && !errors.Is(err, dkim.ErrTooManySignatures) {
+			details = append(details, "dkim: "+err.Error())
+		}
+		for _, v := range verifications {
+			if v.Err == nil && aligned(v.Domain, from, record.DKIMAlignment == dmarc.AlignmentStrict) {
+				dkimAligned = true
+				details = append(details, "dkim=pass d="+v.Domain)
+			}
+		}
+	}
+	if m.ClientIP != nil {
+		sender := m.MailFrom
+		if sender == "" {
+			sender = "postmaster@" + m.Helo
+		}
+		_, spfDomain, _ := strings.Cut(sender, "@")
+		r, _ := spf.CheckHostWithSender(m.ClientIP, m.Helo, sender, spf.WithContext(ctx), spf.WithResolver(res))
+		details = append(details, fmt.Sprintf("spf=%s smtp.mailfrom=%s", r, spfDomain))
+		spfAligned = r == spf.Pass && aligned(spfDomain, from, record.SPFAlignment == dmarc.AlignmentStrict)
+	}
+	if dkimAligned || spfAligned {
+		return Verdict{Result: vocab.VerdictPass, Detail: strings.Join(append(details, "dmarc=pass"), "; ")}
+	}
+	return Verdict{Result: vocab.VerdictFail, Detail: strings.Join(append(details, "dmarc=fail p="+string(record.Policy)), "; ")}
+}
+
+// organizational is a domain's organizational domain (RFC 7489 §3.2): the
+// public suffix and one label more.
+func organizational(domain string) string {
+	org, err := publicsuffix.EffectiveTLDPlusOne(domain)
+	if err != nil {
+		return domain
+	}
+	return org
+}
+
+// aligned reports whether an authenticated domain is aligned with the
+// From domain: the same (strict), or of the same organizational domain
+// (relaxed, the default).
+func aligned(authenticated, from string, strict bool) bool {
+	a := strings.ToLower(strings.TrimSuffix(authenticated, "."))
+	if strict {
+		return a == from
+	}
+	return a != "" && organizational(a) == organizational(from)
+}

@@ -1,0 +1,103 @@
+package senderauth_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"testing"
+
+	"helpdesk/senderauth"
+	"helpdesk/senderauth/senderauthtest"
+	"helpdesk/vocab"
+)
+
+const message = "From: Ada <ada@example.com>\r\nTo: support@helpdesk.example.com\r\nSubject: Hello\r\n" +
+	"Message-ID: <1@example.com>\r\nDate: Tue, 01 Dec 2026 10:00:00 +0000\r\n\r\nHello.\r\n"
+
+// signed signs message for domain with a new key, and returns the
+// signed bytes and the zone that publishes the key.
+func signed(t *testing.T, domain string) ([]byte, zone) {
+	t.Helper()
+	s := senderauthtest.NewSigner(t, domain)
+	z := zone{}
+	s.Publish(z)
+	return s.Sign(t, []byte(message)), z
+}
+
+type zone = senderauthtest.Zone
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	raw := func(b []byte) func() io.Reader { return func() io.Reader { return bytes.NewReader(b) } }
+
+	t.Run("OnlyTheTrustedMTAsResultsCountTopmostFirst", func(t *testing.T) {
+		t.Parallel()
+		c := &senderauth.Config{AuthservID: "mx.helpdesk.example.com"}
+		for _, tc := range []struct {
+			name    string
+			results []string
+			want    vocab.Verdict
+		}{
+			{"Pass", []string{"mx.helpdesk.example.com; dkim=pass header.d=example.com; dmarc=pass header.from=example.com"}, vocab.VerdictPass},
+			{"Fail", []string{"mx.helpdesk.example.com; spf=fail; dmarc=fail header.from=example.com"}, vocab.VerdictFail},
+			{"AnotherIDIsIgnored", []string{"evil.example; dmarc=pass"}, vocab.VerdictNone},
+			{"OursWinsOverAForgedOneBelow", []string{"mx.helpdesk.example.com; dmarc=fail", "mx.helpdesk.example.com; dmarc=pass"}, vocab.VerdictFail},
+			{"NoDMARCResultIsNone", []string{"mx.helpdesk.example.com; spf=pass smtp.mailfrom=example.com"}, vocab.VerdictNone},
+		} {
+			if v := c.Check(ctx, &senderauth.Mail{FromDomain: "example.com", Results: tc.results}); v.Result != tc.want {
+				t.Errorf("%s: %+v, want %s", tc.name, v, tc.want)
+			}
+		}
+	})
+
+	t.Run("AnAlignedDKIMSignaturePasses", func(t *testing.T) {
+		t.Parallel()
+		b, z := signed(t, "example.com")
+		z["_dmarc.example.com"] = []string{"v=DMARC1; p=reject"}
+		c := &senderauth.Config{Verify: true, Resolver: z}
+		if v := c.Check(ctx, &senderauth.Mail{FromDomain: "example.com", Raw: raw(b)}); v.Result != vocab.VerdictPass {
+			t.Errorf("%+v, want pass", v)
+		}
+	})
+
+	t.Run("ASignatureOfAnotherDomainFailsItsPolicy", func(t *testing.T) {
+		t.Parallel()
+		b, z := signed(t, "attacker.example")
+		z["_dmarc.example.com"] = []string{"v=DMARC1; p=reject"}
+		c := &senderauth.Config{Verify: true, Resolver: z}
+		if v := c.Check(ctx, &senderauth.Mail{FromDomain: "example.com", Raw: raw(b)}); v.Result != vocab.VerdictFail {
+			t.Errorf("%+v, want fail", v)
+		}
+	})
+
+	t.Run("AnAlignedSPFPassPasses", func(t *testing.T) {
+		t.Parallel()
+		c := &senderauth.Config{Verify: true, Resolver: zone{"example.com": {"v=spf1 ip4:192.0.2.7 -all"}, "_dmarc.example.com": {"v=DMARC1; p=quarantine"}}}
+		m := &senderauth.Mail{FromDomain: "example.com", Raw: raw([]byte(message)), ClientIP: net.ParseIP("192.0.2.7"), Helo: "mx.example.com", MailFrom: "bounce@example.com"}
+		if v := c.Check(ctx, m); v.Result != vocab.VerdictPass {
+			t.Errorf("%+v, want pass", v)
+		}
+		m.ClientIP = net.ParseIP("198.51.100.9")
+		if v := c.Check(ctx, m); v.Result != vocab.VerdictFail {
+			t.Errorf("from another address: %+v, want fail", v)
+		}
+	})
+
+	t.Run("WithoutAPolicyThereIsNoVerdict", func(t *testing.T) {
+		t.Parallel()
+		c := &senderauth.Config{Verify: true, Resolver: zone{}}
+		if v := c.Check(ctx, &senderauth.Mail{FromDomain: "sub.example.com", Raw: raw([]byte(message))}); v.Result != vocab.VerdictNone {
+			t.Errorf("%+v, want none", v)
+		}
+	})
+
+	t.Run("ASubdomainFallsUnderItsOrganizationsPolicy", func(t *testing.T) {
+		t.Parallel()
+		c := &senderauth.Config{Verify: true, Resolver: zone{"_dmarc.example.com": {"v=DMARC1; p=reject"}}}
+		if v := c.Check(ctx, &senderauth.Mail{FromDomain: "mail.example.com", Raw: raw([]byte(message))}); v.Result != vocab.VerdictFail {
+			t.Errorf("%+v, want fail", v)
+		}
+	})
+}
