@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"helpdesk/desk"
+	"helpdesk/egress"
 	"helpdesk/jobs"
 	"helpdesk/metrics"
 	"helpdesk/settings"
@@ -41,6 +43,19 @@ type Config struct {
 	// ProbesOnly serves only /healthz, /readyz and, with Metrics, /metrics:
 	// a worker process's listener.
 	ProbesOnly bool
+	// WebhookEgress is where webhooks may be delivered (jobs.Config's):
+	// a URL it would refuse is not registered. Nil: public addresses only.
+	WebhookEgress *egress.Policy
+	// Resolver looks up a webhook's host at registration; nil: the system's.
+	Resolver egress.Resolver
+	// UISessionTTL is how long a River UI session lasts. Default 12h.
+	UISessionTTL time.Duration
+	// AuthFailRate is how many failed authentications a minute one client
+	// address may make before it waits. Default 30.
+	AuthFailRate float64
+	// TrustedProxies are the proxies whose X-Forwarded-For and
+	// X-Forwarded-Proto are believed.
+	TrustedProxies []netip.Prefix
 }
 
 // readyTimeout is how long /readyz waits for PostgreSQL to answer.
@@ -57,6 +72,12 @@ type Server struct {
 	mux     *http.ServeMux
 	ui      *riverui.Handler // nil when the UI is not mounted
 	routes  []string         // "METHOD /pattern" of every operation
+
+	egress         *egress.Policy
+	resolver       egress.Resolver
+	sessionTTL     time.Duration
+	guard          *authGuard
+	trustedProxies []netip.Prefix
 }
 
 // New returns the API; MountUI adds River UI.
@@ -68,6 +89,11 @@ func New(config Config) *Server {
 		s.logger = slog.Default()
 	}
 	s.limiter = newKeyLimiter(config.RatePerKey, config.BurstPerKey)
+	s.egress, s.resolver, s.sessionTTL, s.trustedProxies = config.WebhookEgress, config.Resolver, config.UISessionTTL, config.TrustedProxies
+	if s.egress == nil {
+		s.egress = &egress.Policy{}
+	}
+	s.guard = newAuthGuard(config.AuthFailRate)
 	// healthz says the process runs; readyz that it can serve, PostgreSQL included.
 	s.probe("/healthz", func(context.Context) error { return nil })
 	s.probe("/readyz", func(ctx context.Context) error {
@@ -193,9 +219,11 @@ func (s *Server) route(pattern string, byMethod map[string]handlerFunc) {
 				Message: r.Method + " is not allowed on " + r.URL.Path})
 			return
 		}
-		who, keyHash, err := s.authenticate(r.Context(), r)
+		caller, keyHash, err := s.authenticate(r.Context(), r)
+		var who vocab.Actor
 		if err == nil {
-			info.actor = who.String()
+			who = caller.Actor
+			info.actor, info.admin = who.String(), caller.Admin
 			// Every request counts toward its key's rate, a replayed
 			// Idempotency-Key too: a replay still costs a read.
 			if wait := s.limiter.wait(keyHash, time.Now()); wait > 0 {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"math"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -24,5 +25,39 @@ func (c *Config) Settings() []settings.Setting {
 				return nil
 			}).ZeroWhen(func() bool { return c.RatePerKey == 0 }),
 		settings.Int(&c.BurstPerKey, "HELPDESK_API_BURST", "api-burst", "40", "requests per API key at once before the rate applies"),
+		settings.Duration(&c.UISessionTTL, "HELPDESK_UI_SESSION_TTL", "ui-session-ttl", "12h",
+			"how long a River UI sign-in lasts; revoking its key or disabling its agent ends it sooner, and so does signing out"),
+		settings.Func("HELPDESK_AUTH_FAIL_RATE", "auth-fail-rate", "30/m",
+			"failed authentications a minute from one client address (an IPv6 /64), in one process; past it 429 with Retry-After and no lookup, "+
+				"while keys that worked lately go on working",
+			func(v string) error {
+				r, err := strconv.ParseFloat(strings.TrimSuffix(v, "/m"), 64)
+				if err != nil || r < 1 || math.IsInf(r, 0) {
+					return settings.Wantf("failures a minute, such as 30/m (at least 1)")
+				}
+				c.AuthFailRate = r
+				return nil
+			}).ZeroWhen(func() bool { return c.AuthFailRate == 0 }),
+		settings.Func("HELPDESK_TRUSTED_PROXIES", "trusted-proxies", "",
+			"the reverse proxies in front, as CIDRs separated by commas: only theirs are X-Forwarded-For (the client address) and "+
+				"X-Forwarded-Proto (https marks cookies Secure) believed; unset: none",
+			func(v string) error {
+				c.TrustedProxies = nil
+				for _, p := range strings.Split(v, ",") {
+					if p = strings.TrimSpace(p); p == "" {
+						continue
+					}
+					prefix, err := netip.ParsePrefix(p)
+					if err != nil {
+						ip, ierr := netip.ParseAddr(p)
+						if ierr != nil {
+							return settings.Wantf("CIDRs or addresses such as 10.0.0.0/8,127.0.0.1 separated by commas")
+						}
+						prefix = netip.PrefixFrom(ip, ip.BitLen())
+					}
+					c.TrustedProxies = append(c.TrustedProxies, prefix.Masked())
+				}
+				return nil
+			}),
 	}
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -291,4 +292,35 @@ func TestSuppressionsAreListedAndCleared(t *testing.T) {
 	res.Body.Close()
 	status, _, resp = b.do(t, b.agent, "DELETE", "/v1/suppressions/bram@example.com", nil, "")
 	requireError(t, status, resp, 404, "not_found")
+}
+
+func TestFailedSignInsAreThrottledPerAddress(t *testing.T) {
+	t.Parallel()
+	b := jobstest.Setup(t)
+	q := b.NewQueue(t)
+	ab := serveAPIWith(t, b, q, api.Config{AuthFailRate: 5})
+	if status, _, _ := ab.do(t, ab.agent, "GET", "/v1/agents", nil, ""); status != 200 {
+		t.Fatalf("the agent's key: %d", status)
+	}
+	var throttled, unauthorized int
+	for i := range 20 {
+		status, header, body := ab.do(t, fmt.Sprintf("hd_wrong%d", i), "GET", "/v1/tickets", nil, "")
+		switch status {
+		case 401:
+			unauthorized++
+		case 429:
+			throttled++
+			if header.Get("Retry-After") == "" || body["error"] != "too_many_failures" {
+				t.Errorf("429 without Retry-After: %v %v", header, body)
+			}
+		default:
+			t.Fatalf("a wrong key: %d", status)
+		}
+	}
+	if unauthorized != 5 || throttled != 15 {
+		t.Errorf("%d answered 401 and %d 429, want 5 and then 15", unauthorized, throttled)
+	}
+	if status, _, _ := ab.do(t, ab.agent, "GET", "/v1/agents", nil, ""); status != 200 {
+		t.Errorf("the agent's key, after the flood from its address: %d, want 200", status)
+	}
 }

@@ -3,7 +3,10 @@ package api
 import (
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"helpdesk/desk"
 	"helpdesk/jobs"
@@ -15,6 +18,8 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter, when set, is sent as Retry-After (whole seconds).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -53,6 +58,14 @@ func toAPIError(err error) *Error {
 			"; upload the file again with POST /v1/attachments"}
 	case errors.Is(err, desk.ErrAttachmentTooLarge):
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "attachment_too_large", Message: err.Error()}
+	case errors.Is(err, desk.ErrJobBusy):
+		return &Error{Status: http.StatusConflict, Code: "job_running", Message: err.Error()}
+	case errors.Is(err, desk.ErrJobFinished):
+		return &Error{Status: http.StatusConflict, Code: "job_finished", Message: err.Error()}
+	case errors.Is(err, desk.ErrJobActive):
+		return &Error{Status: http.StatusConflict, Code: "job_active", Message: err.Error()}
+	case errors.Is(err, desk.ErrJobHistory):
+		return &Error{Status: http.StatusConflict, Code: "job_is_history", Message: err.Error() + "; cancel it instead, which fails its mail"}
 	case errors.Is(err, desk.ErrCustomerExists):
 		return &Error{Status: http.StatusConflict, Code: "customer_exists", Message: err.Error()}
 	case errors.Is(err, store.ErrConflict):
@@ -72,6 +85,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		apiErr = &Error{Status: http.StatusServiceUnavailable, Code: "timeout",
 			Message: "the request did not finish in time and changed nothing; try again"}
 		w.Header().Set("Retry-After", "1")
+	}
+	if apiErr.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(apiErr.RetryAfter.Seconds()))))
 	}
 	if apiErr.Status >= 500 {
 		s.logger.ErrorContext(r.Context(), "api: request failed",

@@ -45,6 +45,9 @@ func serveAPI(t testing.TB, b *jobstest.Bundle, q *jobs.Queue, retention time.Du
 func serveAPIWith(t testing.TB, b *jobstest.Bundle, q *jobs.Queue, config api.Config) *apiBundle {
 	t.Helper()
 	config.Logger, config.Pool, config.Queue, config.Desk = jobstest.Logger(), b.Pool, q, b.Desk(q)
+	if config.WebhookEgress == nil {
+		config.WebhookEgress = &b.Config.WebhookEgress
+	}
 	if config.RatePerKey == 0 {
 		config.RatePerKey, config.BurstPerKey = 1e6, 1e6
 	}
@@ -55,7 +58,8 @@ func serveAPIWith(t testing.TB, b *jobstest.Bundle, q *jobs.Queue, config api.Co
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	ab := &apiBundle{Bundle: b, queue: q, url: srv.URL}
-	if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "alice", DisplayName: "Alice", Email: "alice@support.example.com"}); err != nil {
+	admin := true // alice is the admin of these tests; others are not
+	if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "alice", DisplayName: "Alice", Email: "alice@support.example.com", Admin: &admin}); err != nil {
 		t.Fatal(err)
 	}
 	ab.agent = ab.key(t, "agent:alice")

@@ -21,6 +21,7 @@ const HeaderRequestID = "X-Request-Id"
 type requestInfo struct {
 	route string
 	actor string
+	admin bool // the caller is an admin agent
 }
 
 type requestInfoKey struct{}

@@ -124,10 +124,16 @@ func (s *Server) createCustomer(w http.ResponseWriter, r *http.Request, who voca
 
 type patchAgentRequest struct {
 	Signature *string `json:"signature"`
+	// Admins only, of another agent: make it an admin or not, disable it.
+	Admin    *bool `json:"admin"`
+	Disabled *bool `json:"disabled"`
 }
 
 // patchAgent answers PATCH /v1/agents/{name}: an agent sets its own
-// signature, which goes below every reply it sends from then on.
+// signature, which goes below every reply it sends from then on; an admin
+// also makes another agent an admin or not, or disables it (its keys and
+// sessions stop working at once). An admin does not demote or disable
+// itself, so that there is always one.
 func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "change agents"); err != nil {
 		return err
@@ -136,20 +142,52 @@ func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request, who vocab.Ac
 	if name == "me" {
 		name = who.ID()
 	}
-	if name != who.ID() {
-		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: "an agent may change only its own settings"}
-	}
 	var req patchAgentRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if req.Signature == nil {
-		return unprocessable("nothing_to_change", "send the field to change: signature")
+	switch {
+	case req.Signature == nil && req.Admin == nil && req.Disabled == nil:
+		return unprocessable("nothing_to_change", "send a field to change: signature (your own), admin or disabled (admins)")
+	case req.Signature != nil && name != who.ID():
+		return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: "an agent may change only its own signature"}
+	case req.Admin != nil || req.Disabled != nil:
+		if err := requireAdmin(r, "manage agents"); err != nil {
+			return err
+		}
+		if name == who.ID() && ((req.Admin != nil && !*req.Admin) || (req.Disabled != nil && *req.Disabled)) {
+			return unprocessable("own_admin", "an admin does not demote or disable itself; another admin may")
+		}
+		if req.Disabled != nil && !*req.Disabled {
+			return unprocessable("invalid_disabled", "an agent once disabled stays disabled; send disabled: true or nothing")
+		}
 	}
-	if err := desk.CheckSignature(*req.Signature); err != nil {
-		return unprocessable("invalid_signature", "%v", err)
+	if req.Signature != nil {
+		if err := desk.CheckSignature(*req.Signature); err != nil {
+			return unprocessable("invalid_signature", "%v", err)
+		}
 	}
-	a, err := store.New(s.pool).SetSignature(r.Context(), name, strings.ReplaceAll(*req.Signature, "\r\n", "\n"))
+	st := store.New(s.pool)
+	ctx := r.Context()
+	if _, err := st.GetAgent(ctx, name); err != nil {
+		return err
+	}
+	if req.Signature != nil {
+		if _, err := st.SetSignature(ctx, name, strings.ReplaceAll(*req.Signature, "\r\n", "\n")); err != nil {
+			return err
+		}
+	}
+	if req.Admin != nil {
+		if err := st.SetAdmin(ctx, name, *req.Admin); err != nil {
+			return err
+		}
+	}
+	if req.Disabled != nil {
+		if err := st.DisableAgent(ctx, name); err != nil {
+			return err
+		}
+	}
+	a, err := st.GetAgent(ctx, name)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,8 @@ package api
 
 import (
 	"context"
-	"encoding/hex"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,40 +12,58 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"riverqueue.com/riverui"
 
 	"helpdesk/jobs"
-	"helpdesk/vocab"
+	"helpdesk/store"
 )
 
 // UIPrefix is where River UI is mounted.
 const UIPrefix = "/riverui"
 
-// uiCookie holds an agent's UI session: the hash of the key the agent
-// logged in with, so that revoking the key ends the session too.
-const (
-	uiCookie     = "helpdesk_ui"
-	uiSessionAge = 12 * time.Hour
-)
+// uiCookie holds a UI session's id; the store keeps only its hash.
+const uiCookie = "helpdesk_ui"
 
-// MountUI serves River UI at UIPrefix to agents only: by a session cookie
-// from the login page, by Basic auth (the agent's name and API key) or by
-// a bearer key. A retry from the UI goes through the queue's own retry,
-// which gives the job its whole attempt budget; River UI's would add one
-// attempt.
+// uiMaxBody bounds what River UI's requests may send.
+const uiMaxBody = 1 << 20
+
+// MountUI serves River UI at UIPrefix to agents only. Pages take a session
+// from the login page; the UI's API takes that session, Basic auth (the
+// agent's name and API key) or a bearer key. Every request from another
+// site that could change something is refused (CrossOriginProtection), no
+// page may be framed, and bodies are bounded. What changes jobs goes
+// through the service: a retry gets its kind's whole budget, a cancel
+// fails a delivery's mail with a note (desk.CancelJob), a delete keeps
+// unfinished jobs and deliveries; cancel, delete and the queues' pause,
+// resume and settings are for admins.
 func (s *Server) MountUI() error {
 	ui, err := riverui.NewHandler(&riverui.HandlerOpts{Endpoints: riverui.NewEndpoints(s.queue.Client, nil), Logger: s.logger, Prefix: UIPrefix})
 	if err != nil {
 		return fmt.Errorf("river ui: %w", err)
 	}
 	s.ui = ui
-	s.handle(UIPrefix+"/login", s.uiLogin)
-	s.handle(UIPrefix+"/", func(w http.ResponseWriter, r *http.Request) {
+	cop := http.NewCrossOriginProtection()
+	guarded := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
+			w.Header().Set("X-Frame-Options", "DENY")
+			w.Header().Set("Referrer-Policy", "same-origin")
+			if err := cop.Check(r); err != nil {
+				s.writeError(w, r, &Error{Status: http.StatusForbidden, Code: "cross_origin",
+					Message: "a request from another site may not change anything here"})
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, uiMaxBody)
+			h(w, r)
+		}
+	}
+	s.handle(UIPrefix+"/login", guarded(s.uiLogin))
+	s.handle(UIPrefix+"/logout", guarded(s.uiLogout))
+	s.handle(UIPrefix+"/", guarded(func(w http.ResponseWriter, r *http.Request) {
 		info := infoOf(r.Context())
 		api := strings.HasPrefix(r.URL.Path, UIPrefix+"/api/")
-		who, err := s.uiAgent(r)
+		caller, err := s.uiCaller(r, api)
 		switch {
 		case errors.Is(err, errUnauthorized) && !api:
 			http.Redirect(w, r, UIPrefix+"/login", http.StatusSeeOther)
@@ -53,13 +72,34 @@ func (s *Server) MountUI() error {
 			s.writeError(w, r, err)
 			return
 		}
-		info.actor = who.String()
-		if r.Method == http.MethodPost && r.URL.Path == UIPrefix+"/api/jobs/retry" {
-			s.uiRetry(w, r)
+		info.actor, info.admin = caller.Actor.String(), caller.Admin
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			ui.ServeHTTP(w, r)
 			return
 		}
-		ui.ServeHTTP(w, r)
-	})
+		path := strings.TrimPrefix(r.URL.Path, UIPrefix)
+		switch {
+		case r.Method == http.MethodPost && path == "/api/jobs/retry":
+			s.uiJobs(w, r, func(ctx context.Context, id int64) error { _, err := s.queue.Retry(ctx, id); return err })
+		case r.Method == http.MethodPost && path == "/api/jobs/cancel":
+			if s.uiAdmin(w, r, "cancel jobs") {
+				s.uiJobs(w, r, func(ctx context.Context, id int64) error {
+					_, err := s.desk.CancelJob(ctx, caller.Actor, id)
+					return err
+				})
+			}
+		case r.Method == http.MethodPost && path == "/api/jobs/delete":
+			if s.uiAdmin(w, r, "delete jobs") {
+				s.uiJobs(w, r, s.queue.Delete)
+			}
+		default:
+			// The queues' pause, resume and settings, and whatever else
+			// River UI may add that changes something.
+			if s.uiAdmin(w, r, "change queues") {
+				ui.ServeHTTP(w, r)
+			}
+		}
+	}))
 	s.handle(UIPrefix, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, UIPrefix+"/", http.StatusMovedPermanently)
 	})
@@ -74,37 +114,56 @@ func (s *Server) Start(ctx context.Context) error {
 	return s.ui.Start(ctx)
 }
 
-// uiAgent is the agent a UI request comes from: 401 without credentials
-// or with a key that is not valid, 403 for a customer's key.
-func (s *Server) uiAgent(r *http.Request) (vocab.Actor, error) {
-	var hash []byte
-	user, key, basic := r.BasicAuth()
-	if basic {
-		hash = HashAPIKey(key)
-	} else if c, err := r.Cookie(uiCookie); err == nil {
-		if hash, err = hex.DecodeString(c.Value); err != nil || len(hash) != 32 {
-			return "", errUnauthorized
-		}
-	} else if key := bearerKey(r); key != "" {
-		hash = HashAPIKey(key)
-	} else {
-		return "", errUnauthorized
+// uiAdmin answers 403 to a caller who is not an admin, and says whether
+// the request may go on.
+func (s *Server) uiAdmin(w http.ResponseWriter, r *http.Request, what string) bool {
+	if err := requireAdmin(r, what); err != nil {
+		s.writeError(w, r, err)
+		return false
 	}
-	who, err := s.actorOf(r.Context(), hash)
-	if err != nil {
-		return "", err
-	}
-	if basic && who.ID() != user {
-		return "", errUnauthorized // the key is not this user's
-	}
-	if err := requireAgent(who, "use River UI"); err != nil {
-		return "", err
-	}
-	return who, nil
+	return true
 }
 
-// uiLogin is a small page that takes an agent's API key and sets the
-// session cookie: HttpOnly, SameSite=Strict, Secure over TLS.
+// uiCaller is the agent a UI request comes from: its session, or for the
+// UI's API also Basic auth or a bearer key (a browser sends a cached Basic
+// login to any page, so pages take none); 401 without, 403 for a
+// customer's key.
+func (s *Server) uiCaller(r *http.Request, api bool) (*store.Caller, error) {
+	ctx := r.Context()
+	keyLookup := func(hash []byte) (*store.Caller, error) { return store.New(s.pool).APIKeyCaller(ctx, hash) }
+	var (
+		c   *store.Caller
+		err error
+	)
+	user, key, basic := r.BasicAuth()
+	switch {
+	case api && basic:
+		if c, err = s.callerOf(ctx, r, HashAPIKey(key), keyLookup); err == nil && c.Actor.ID() != user {
+			err = errUnauthorized // the key is not this user's
+		}
+	case api && bearerKey(r) != "":
+		c, err = s.callerOf(ctx, r, HashAPIKey(bearerKey(r)), keyLookup)
+	default:
+		cookie, cerr := r.Cookie(uiCookie)
+		if cerr != nil || cookie.Value == "" {
+			return nil, errUnauthorized
+		}
+		c, err = s.callerOf(ctx, r, HashAPIKey(cookie.Value), func(hash []byte) (*store.Caller, error) {
+			return store.New(s.pool).UISessionCaller(ctx, hash)
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := requireAgent(c.Actor, "use River UI"); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// uiLogin is a small page that takes an agent's API key and opens a
+// session: a random id in a cookie (HttpOnly, SameSite=Strict, Secure over
+// TLS), of which the store keeps the hash, with the key and an expiry.
 func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
 	problem := ""
 	switch r.Method {
@@ -112,17 +171,26 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 		key := strings.TrimSpace(r.PostFormValue("key"))
-		hash := HashAPIKey(key)
-		who, err := s.actorOf(r.Context(), hash)
+		ctx := r.Context()
+		c, err := s.callerOf(ctx, r, HashAPIKey(key), func(hash []byte) (*store.Caller, error) {
+			return store.New(s.pool).APIKeyCaller(ctx, hash)
+		})
 		switch {
-		case err == nil && who.IsAgent():
-			http.SetCookie(w, &http.Cookie{Name: uiCookie, Value: hex.EncodeToString(hash), Path: UIPrefix,
-				MaxAge: int(uiSessionAge.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode,
-				Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"})
+		case err == nil && c.Actor.IsAgent():
+			id := make([]byte, 32)
+			_, _ = rand.Read(id)
+			session := base64.RawURLEncoding.EncodeToString(id)
+			if err := store.New(s.pool).InsertUISession(ctx, HashAPIKey(session), c.KeyID, s.sessionTTL); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: uiCookie, Value: session, Path: UIPrefix, MaxAge: int(s.sessionTTL.Seconds()),
+				HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r)})
 			http.Redirect(w, r, UIPrefix+"/", http.StatusSeeOther)
 			return
 		case err == nil, errors.Is(err, errUnauthorized):
 			problem = "That is not an agent's API key."
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			w.WriteHeader(http.StatusUnauthorized)
 		default:
 			s.writeError(w, r, err)
@@ -133,46 +201,74 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path})
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
-	fmt.Fprintf(w, `<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>helpdesk · River UI</title>
-<style>body{font-family:sans-serif;max-width:28em;margin:4em auto}input{width:100%%;padding:.4em;margin:.4em 0}</style></head>
-<body><h1>River UI</h1><p>The jobs of helpdesk, for agents. Sign in with your API key (<code>helpdesk apikey create -actor agent:NAME</code>).</p>
-<p style="color:#b00">%s</p>
-<form method="post" action="%s/login"><label>API key <input type="password" name="key" autocomplete="off" autofocus></label>
-<input type="submit" value="Sign in"></form></body></html>
-`, html.EscapeString(problem), UIPrefix)
+	s.uiPage(w, "River UI", "The jobs of helpdesk, for agents. Sign in with your API key (<code>helpdesk apikey create -actor agent:NAME</code>).",
+		problem, `<form method="post" action="`+UIPrefix+`/login"><label>API key <input type="password" name="key" autocomplete="off" autofocus></label>
+<input type="submit" value="Sign in"></form>`)
 }
 
-// uiRetry is River UI's "retry" done as POST /v1/jobs/{id}/retry does it:
-// a failed or dead-letter job gets its kind's whole budget. Other jobs are
-// refused, with River UI's error shape.
-func (s *Server) uiRetry(w http.ResponseWriter, r *http.Request) {
+// uiLogout ends the session: GET shows the button, POST deletes it.
+func (s *Server) uiLogout(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		s.uiPage(w, "Sign out", "End this browser's River UI session.", "",
+			`<form method="post" action="`+UIPrefix+`/logout"><input type="submit" value="Sign out"></form>`)
+	case http.MethodPost:
+		if c, err := r.Cookie(uiCookie); err == nil && c.Value != "" {
+			if err := store.New(s.pool).DeleteUISession(r.Context(), HashAPIKey(c.Value)); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		http.SetCookie(w, &http.Cookie{Name: uiCookie, Value: "", Path: UIPrefix, MaxAge: -1, HttpOnly: true,
+			SameSite: http.SameSiteStrictMode, Secure: s.secure(r)})
+		http.Redirect(w, r, UIPrefix+"/login", http.StatusSeeOther)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		s.writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path})
+	}
+}
+
+// uiPage writes one of the small pages around River UI; body is trusted
+// markup, problem is text.
+func (s *Server) uiPage(w http.ResponseWriter, title, intro, problem, body string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	fmt.Fprintf(w, `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>helpdesk · %s</title>
+<style>body{font-family:sans-serif;max-width:28em;margin:4em auto}input{width:100%%;padding:.4em;margin:.4em 0}</style></head>
+<body><h1>%s</h1><p>%s</p>
+<p style="color:#b00">%s</p>
+%s</body></html>
+`, html.EscapeString(title), html.EscapeString(title), intro, html.EscapeString(problem), body)
+}
+
+// uiJobs does River UI's job actions the service's way, one job at a
+// time, with River UI's error shape ({"message"}) and ours.
+func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, id int64) error) {
 	var req struct {
 		IDs []json.Number `json:"ids"`
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	dec := json.NewDecoder(r.Body)
 	dec.UseNumber()
 	if err := dec.Decode(&req); err != nil || len(req.IDs) == 0 || len(req.IDs) > 1000 {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "send {\"ids\": [job ids]}, 1 to 1000 of them"})
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_body", "message": "send {\"ids\": [job ids]}, 1 to 1000 of them"})
 		return
 	}
 	for _, n := range req.IDs {
 		id, err := strconv.ParseInt(n.String(), 10, 64)
 		if err != nil || id <= 0 {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"message": "job ids are positive integers, got " + n.String()})
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_body", "message": "job ids are positive integers, got " + n.String()})
 			return
 		}
-		if _, err := s.queue.Retry(r.Context(), id); err != nil {
+		if err := do(r.Context(), id); err != nil {
 			apiErr := toAPIError(err)
 			if errors.Is(err, jobs.ErrNotRetryable) {
 				apiErr.Message = err.Error() + "; only failed and dead-letter jobs are retried, with a whole attempt budget"
 			}
 			if apiErr.Status >= 500 {
-				s.logger.ErrorContext(r.Context(), "river ui: retry", slog.Int64("job_id", id), slog.Any("error", err))
+				s.logger.ErrorContext(r.Context(), "river ui: job action", slog.String("path", r.URL.Path), slog.Int64("job_id", id), slog.Any("error", err))
 			}
-			writeJSON(w, apiErr.Status, map[string]string{"message": apiErr.Message})
+			writeJSON(w, apiErr.Status, map[string]string{"error": apiErr.Code, "message": apiErr.Message})
 			return
 		}
 	}

@@ -1,8 +1,10 @@
 package api_test
 
 import (
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/provider/simulator"
+	"helpdesk/store"
 )
 
 // noRedirects is a client that shows redirects instead of following them.
@@ -35,6 +38,23 @@ func uiRequest(t *testing.T, method, url, body string, set func(*http.Request)) 
 	return resp
 }
 
+// serveUI serves the API with River UI mounted, with config's settings.
+func serveUI(t *testing.T, b *jobstest.Bundle, q *jobs.Queue, config api.Config) *httptest.Server {
+	t.Helper()
+	config.Logger, config.Pool, config.Queue, config.Desk = jobstest.Logger(), b.Pool, q, b.Desk(q)
+	config.RatePerKey, config.BurstPerKey = 1e6, 1e6
+	srv := api.New(config)
+	if err := srv.MountUI(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(b.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
 func TestRiverUIIsForAgentsOnly(t *testing.T) {
 	t.Parallel()
 	b := jobstest.Setup(t)
@@ -44,15 +64,7 @@ func TestRiverUIIsForAgentsOnly(t *testing.T) {
 	}
 	q := b.StartQueue(t)
 	ab := serveAPI(t, b, q, 0)
-	srv := api.New(api.Config{Logger: jobstest.Logger(), Pool: b.Pool, Queue: q, Desk: b.Desk(q), RatePerKey: 1e6, BurstPerKey: 1e6})
-	if err := srv.MountUI(); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(b.Ctx); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
+	ts := serveUI(t, b, q, api.Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}) // the test plays the proxy too
 	customer := ab.key(t, "customer:C-0001")
 	bearer := func(key string) func(*http.Request) {
 		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+key) }
@@ -74,6 +86,9 @@ func TestRiverUIIsForAgentsOnly(t *testing.T) {
 			{"AnUnknownKey", bearer("nope"), 401},
 			{"AnAgentsBearerKey", bearer(ab.agent), 200},
 			{"AnAgentsKeyAsBasic", basic("alice", ab.agent), 200},
+			{"ASessionCookieThatIsTheKeysHash", func(r *http.Request) {
+				r.AddCookie(&http.Cookie{Name: "helpdesk_ui", Value: hex.EncodeToString(api.HashAPIKey(ab.agent))})
+			}, 401},
 		} {
 			for _, path := range []string{"/riverui/api/queues", "/riverui/api/states", "/riverui/api/jobs?state=completed"} {
 				if resp := uiRequest(t, "GET", ts.URL+path, "", c.set); resp.StatusCode != c.want {
@@ -81,8 +96,12 @@ func TestRiverUIIsForAgentsOnly(t *testing.T) {
 				}
 			}
 		}
-		if resp := uiRequest(t, "GET", ts.URL+"/riverui/", "", nil); resp.StatusCode != 303 || resp.Header.Get("Location") != "/riverui/login" {
-			t.Errorf("the UI's page without a session: %d to %q, want 303 to the login page", resp.StatusCode, resp.Header.Get("Location"))
+		for _, set := range []func(*http.Request){nil, basic("alice", ab.agent)} {
+			// A browser sends a cached Basic login to every page: pages take
+			// none, only a session.
+			if resp := uiRequest(t, "GET", ts.URL+"/riverui/", "", set); resp.StatusCode != 303 || resp.Header.Get("Location") != "/riverui/login" {
+				t.Errorf("the UI's page without a session: %d to %q, want 303 to the login page", resp.StatusCode, resp.Header.Get("Location"))
+			}
 		}
 	})
 
@@ -133,6 +152,141 @@ func TestRiverUIIsForAgentsOnly(t *testing.T) {
 		}
 		if resp := uiRequest(t, "POST", ts.URL+"/riverui/api/jobs/retry", `{"ids": ["999999"]}`, bearer(ab.agent)); resp.StatusCode != 404 {
 			t.Errorf("retry of an unknown job: %d", resp.StatusCode)
+		}
+	})
+}
+
+func TestRiverUICannotBeDrivenFromElsewhere(t *testing.T) {
+	t.Parallel()
+	b := jobstest.Setup(t)
+	b.WithSMTP(t)
+	q := b.NewQueue(t) // nothing works the jobs: they stay queued
+	ab := serveAPI(t, b, q, 0)
+	ts := serveUI(t, b, q, api.Config{UISessionTTL: time.Hour})
+	if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "bilal", DisplayName: "Bilal", Email: "bilal@support.example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	bilal := ab.key(t, "agent:bilal") // an agent, not an admin
+	basic := func(user, key string) func(*http.Request) {
+		return func(r *http.Request) { r.SetBasicAuth(user, key); r.Header.Set("Content-Type", "application/json") }
+	}
+	ids := func(id int64) string { return `{"ids": ["` + strconv.FormatInt(id, 10) + `"]}` }
+	reply := func(t *testing.T) (msgID, jobID int64) {
+		t.Helper()
+		ticketID, _ := b.OpenTicket(t, q, "Parcel", "Where is my parcel?")
+		msg, jobID := b.Reply(t, q, ticketID, "On its way.")
+		return msg.ID, jobID
+	}
+
+	t.Run("ACrossSiteRequestChangesNothing", func(t *testing.T) {
+		_, jobID := reply(t)
+		resp := uiRequest(t, "POST", ts.URL+"/riverui/api/jobs/delete", ids(jobID), func(r *http.Request) {
+			basic("alice", ab.agent)(r)
+			r.Header.Set("Content-Type", "text/plain")
+			r.Header.Set("Origin", "https://evil.example")
+			r.Header.Set("Sec-Fetch-Site", "cross-site")
+		})
+		if resp.StatusCode != 403 {
+			t.Errorf("a cross-site delete: %d, want 403", resp.StatusCode)
+		}
+		if _, err := q.Get(b.Ctx, jobID); err != nil {
+			t.Errorf("the job is gone: %v", err)
+		}
+		login := uiRequest(t, "POST", ts.URL+"/riverui/login", url.Values{"key": {ab.agent}}.Encode(), func(r *http.Request) {
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			r.Header.Set("Sec-Fetch-Site", "cross-site")
+		})
+		if login.StatusCode != 403 || len(login.Cookies()) != 0 {
+			t.Errorf("a cross-site login: %d with %v, want 403 and no session", login.StatusCode, login.Cookies())
+		}
+	})
+
+	t.Run("NoPageMayBeFramedAndBodiesAreBounded", func(t *testing.T) {
+		for _, path := range []string{"/riverui/login", "/riverui/api/queues"} {
+			resp := uiRequest(t, "GET", ts.URL+path, "", basic("alice", ab.agent))
+			if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") {
+				t.Errorf("%s: Content-Security-Policy %q", path, csp)
+			}
+		}
+		big := `{"ids": ["` + strings.Repeat("1", 2<<20) + `"]}`
+		if resp := uiRequest(t, "POST", ts.URL+"/riverui/api/jobs/retry", big, basic("alice", ab.agent)); resp.StatusCode != 400 && resp.StatusCode != 413 {
+			t.Errorf("a 2 MiB body: %d, want it refused", resp.StatusCode)
+		}
+	})
+
+	t.Run("ACancelledEmailFailsItsMailAndOnlyAdminsCancelOrPause", func(t *testing.T) {
+		msgID, jobID := reply(t)
+		if resp := uiRequest(t, "POST", ts.URL+"/riverui/api/jobs/cancel", ids(jobID), basic("bilal", bilal)); resp.StatusCode != 403 {
+			t.Errorf("a cancel by an agent who is no admin: %d, want 403", resp.StatusCode)
+		}
+		if resp := uiRequest(t, "PUT", ts.URL+"/riverui/api/queues/email/pause", "{}", basic("bilal", bilal)); resp.StatusCode != 403 {
+			t.Errorf("pausing the email queue as no admin: %d, want 403", resp.StatusCode)
+		}
+		if resp := uiRequest(t, "POST", ts.URL+"/riverui/api/jobs/delete", ids(jobID), basic("alice", ab.agent)); resp.StatusCode != 409 {
+			t.Errorf("deleting the job of unsent mail: %d, want 409", resp.StatusCode)
+		}
+		if resp := uiRequest(t, "POST", ts.URL+"/riverui/api/jobs/cancel", ids(jobID), basic("alice", ab.agent)); resp.StatusCode != 200 {
+			t.Fatalf("an admin's cancel: %d", resp.StatusCode)
+		}
+		em, _ := b.Store.GetOutboundEmail(b.Ctx, msgID)
+		msg, _ := b.Store.GetMessage(b.Ctx, msgID)
+		notes := 0
+		msgs, _ := b.Store.ListMessages(b.Ctx, msg.TicketID)
+		for _, m := range msgs {
+			if m.Direction == "note" && strings.Contains(m.Body, "cancelled by agent:alice") {
+				notes++
+			}
+		}
+		if em.State != store.DeliveryFailed || notes != 1 {
+			t.Errorf("after the cancel: email %s, %d notes; want failed with a note", em.State, notes)
+		}
+		if resp := uiRequest(t, "POST", ts.URL+"/riverui/api/jobs/delete", ids(jobID), basic("alice", ab.agent)); resp.StatusCode != 409 {
+			t.Errorf("deleting a delivery's job: %d, want 409: it is the mail's history", resp.StatusCode)
+		}
+	})
+
+	t.Run("ASessionIsOursEndsOnLogoutRevocationOrDisabling", func(t *testing.T) {
+		signIn := func(key string) *http.Cookie {
+			t.Helper()
+			resp := uiRequest(t, "POST", ts.URL+"/riverui/login", url.Values{"key": {key}}.Encode(), func(r *http.Request) {
+				r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			})
+			if resp.StatusCode != 303 || len(resp.Cookies()) != 1 {
+				t.Fatalf("login: %d %v", resp.StatusCode, resp.Cookies())
+			}
+			return resp.Cookies()[0]
+		}
+		page := func(c *http.Cookie) int {
+			return uiRequest(t, "GET", ts.URL+"/riverui/api/queues", "", func(r *http.Request) { r.AddCookie(c) }).StatusCode
+		}
+		c := signIn(ab.agent)
+		var expires time.Time
+		_ = b.Pool.QueryRow(b.Ctx, `SELECT expires_at FROM ui_sessions WHERE id_sha256 = $1`, api.HashAPIKey(c.Value)).Scan(&expires)
+		if page(c) != 200 || time.Until(expires) > time.Hour || time.Until(expires) < 50*time.Minute || c.MaxAge != 3600 {
+			t.Errorf("a new session: expires in %s, Max-Age %d, want the TTL of 1h", time.Until(expires).Round(time.Minute), c.MaxAge)
+		}
+		if resp := uiRequest(t, "POST", ts.URL+"/riverui/logout", "", func(r *http.Request) { r.AddCookie(c) }); resp.StatusCode != 303 {
+			t.Errorf("logout: %d", resp.StatusCode)
+		}
+		if page(c) != 401 {
+			t.Error("the session works after logout")
+		}
+
+		c = signIn(bilal)
+		keys, _ := b.Store.ListAPIKeys(b.Ctx, "agent:bilal")
+		if err := b.Store.RevokeAPIKey(b.Ctx, keys[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		if page(c) != 401 {
+			t.Error("the session works after its key was revoked")
+		}
+		other := ab.key(t, "agent:bilal")
+		c = signIn(other)
+		if err := b.Store.DisableAgent(b.Ctx, "bilal"); err != nil {
+			t.Fatal(err)
+		}
+		if page(c) != 401 {
+			t.Error("the session works after its agent was disabled")
 		}
 	})
 }

@@ -25,9 +25,9 @@ func (s *Server) listSuppressions(w http.ResponseWriter, r *http.Request, who vo
 	return nil
 }
 
-// clearSuppression answers DELETE /v1/suppressions/{address} (agents).
+// clearSuppression answers DELETE /v1/suppressions/{address} (admins).
 func (s *Server) clearSuppression(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
-	if err := requireAgent(who, "clear suppressions"); err != nil {
+	if err := requireAdmin(r, "clear suppressions"); err != nil {
 		return err
 	}
 	a, err := mail.ParseAddress(r.PathValue("address"))

@@ -4,14 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"helpdesk/desk"
+	"helpdesk/egress"
 	"helpdesk/store"
 	"helpdesk/vocab"
 )
@@ -35,10 +36,12 @@ func viewWebhook(w *store.Webhook) webhookView {
 	return webhookView{ID: w.ID, URL: w.URL, Events: w.Events, CreatedBy: w.CreatedBy, CreatedAt: w.CreatedAt}
 }
 
-// createWebhook answers POST /v1/webhooks (agents): an endpoint for some
-// event types, with its signing secret shown once; Idempotency-Key honoured.
+// createWebhook answers POST /v1/webhooks (admins): an endpoint for some
+// event types, with its signing secret shown once; Idempotency-Key
+// honoured. A URL the deliveries could not reach under the egress policy
+// (an address inside, or a name that resolves to one) is refused.
 func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
-	if err := requireAgent(who, "register webhooks"); err != nil {
+	if err := requireAdmin(r, "register webhooks"); err != nil {
 		return err
 	}
 	if _, err := idempotencyKey(r); err != nil {
@@ -48,9 +51,13 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, who vocab
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	u, err := url.Parse(req.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(req.URL) > 2000 || u.User != nil {
-		return unprocessable("invalid_url", "url must be an http or https URL without credentials, such as https://example.com/hooks/helpdesk")
+	if len(req.URL) > 2000 {
+		return unprocessable("invalid_url", "url must be at most 2000 characters")
+	}
+	if err := s.egress.CheckURL(r.Context(), req.URL, s.resolver); errors.Is(err, egress.ErrRefused) {
+		return unprocessable("url_refused", "%s; webhooks reach only public addresses unless HELPDESK_WEBHOOK_ALLOW_NETS allows a network", err.Error())
+	} else if err != nil {
+		return unprocessable("invalid_url", "url: %s", err.Error())
 	}
 	if len(req.Events) == 0 {
 		return unprocessable("invalid_events", "events must name at least one of %s", strings.Join(desk.EventTypes, ", "))
@@ -76,7 +83,8 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, who vocab
 	})
 }
 
-// listWebhooks answers GET /v1/webhooks (agents), without secrets.
+// listWebhooks answers GET /v1/webhooks (agents), without secrets: an
+// admin sees every endpoint, another agent those it registered.
 func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "list webhooks"); err != nil {
 		return err
@@ -85,25 +93,38 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, who vocab.
 	if err != nil {
 		return err
 	}
+	admin := infoOf(r.Context()).admin
 	out := make([]webhookView, 0, len(list))
 	for _, h := range list {
-		out = append(out, viewWebhook(h))
+		if admin || h.CreatedBy == who.String() {
+			out = append(out, viewWebhook(h))
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"webhooks": out})
 	return nil
 }
 
-// deleteWebhook answers DELETE /v1/webhooks/{id} (agents): deliveries
-// still queued for it end without a call.
+// deleteWebhook answers DELETE /v1/webhooks/{id} (admins, or the agent
+// that registered it): deliveries still queued for it end without a call.
+// Another's endpoint is not found, as if it did not exist.
 func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	if err := requireAgent(who, "delete webhooks"); err != nil {
 		return err
 	}
+	notFound := &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such webhook"}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such webhook"}
+		return notFound
 	}
-	if err := store.New(s.pool).DeleteWebhook(r.Context(), id); err != nil {
+	st := store.New(s.pool)
+	hook, err := st.GetWebhook(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if !infoOf(r.Context()).admin && hook.CreatedBy != who.String() {
+		return notFound
+	}
+	if err := st.DeleteWebhook(r.Context(), id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

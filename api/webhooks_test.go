@@ -82,6 +82,7 @@ func (rc *receiver) count(eventType string) int {
 func TestWebhooks(t *testing.T) {
 	t.Parallel()
 	b := jobstest.Setup(t)
+	b.AllowLoopbackWebhooks() // the receiver below listens on loopback
 	srv := b.WithSMTP(t)
 	// The second mail's recipient is refused for good: message.failed.
 	srv.Script(smtptest.Fault{}, smtptest.Fault{RcptErr: map[string]*smtp.SMTPError{"c1@example.com": smtptest.ErrNoSuchUser}})

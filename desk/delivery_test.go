@@ -8,6 +8,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	"helpdesk/backoff"
 	"helpdesk/desk"
 	"helpdesk/mail/smtptest"
 	"helpdesk/store"
@@ -78,7 +79,8 @@ func TestDeliver(t *testing.T) {
 
 	t.Run("ARelayThatAsksToSlowDownSnoozesWithoutAnAttempt", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t, true)
+		// A pause long enough to be seen however slow the machine is.
+		w := newWorld(t, true, func(c *desk.Config) { c.Delivery.Backoff = backoff.Backoff{Base: time.Hour, Cap: time.Hour} })
 		w.smtp.Script(smtptest.Fault{RejectConnect: smtptest.ErrServiceNotAvailable})
 		ticket := w.open(t, "Parcel", "Hi.")
 		msg, jobID, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "Hello."})

@@ -26,14 +26,19 @@ import (
 	"helpdesk/store"
 )
 
-// Enqueuer queues the background work of a use case in its transaction;
-// jobs.Queue, an insert-only River client, is the one in use.
+// Enqueuer queues the background work of a use case in its transaction,
+// and cancels it; jobs.Queue, an insert-only River client, is the one in
+// use.
 type Enqueuer interface {
 	EnqueueTriageTx(ctx context.Context, tx *store.Tx, ticketID string) (int64, error)
 	// EnqueueEmailTx returns ErrNoRelay when no relay would send it.
 	EnqueueEmailTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error)
 	// EnqueueNotifyTx queues a stored mail to an agent; ErrNoRelay too.
 	EnqueueNotifyTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error)
+	// CancelTx cancels a job that has not started: ErrJobBusy for one
+	// that runs, ErrJobFinished for one that is over, store.ErrNotFound
+	// for none. It holds the job until tx ends, so no worker takes it.
+	CancelTx(ctx context.Context, tx *store.Tx, jobID int64) (Cancelled, error)
 }
 
 // Errors of the use cases; the edges map each to a status or a reply code.

@@ -18,7 +18,8 @@ const webhookEventRetention = 7 * 24 * time.Hour
 // Prune forgets what has outlived its use: Idempotency-Keys older than
 // IdempotencyRetention, uploads no reply sent within UploadRetention (and contents
 // nothing refers to), acknowledgements too old to count toward their
-// limit, dispatched webhook events after a week.
+// limit, dispatched webhook events after a week, River UI sessions that
+// expired.
 func (d *Desk) Prune(ctx context.Context) error {
 	retention := d.config.IdempotencyRetention
 	st := store.New(d.pool)
@@ -39,6 +40,9 @@ func (d *Desk) Prune(ctx context.Context) error {
 	if _, err = st.PruneAcknowledgements(ctx, AckWindow); err != nil {
 		return err
 	}
-	_, err = st.PruneWebhookEvents(ctx, webhookEventRetention)
+	if _, err = st.PruneWebhookEvents(ctx, webhookEventRetention); err != nil {
+		return err
+	}
+	_, err = st.PruneUISessions(ctx)
 	return err
 }

@@ -61,6 +61,23 @@ func (q *fakeQueue) EnqueueNotifyTx(_ context.Context, _ *store.Tx, messageID in
 	return q.add("notify", ticketID, messageID)
 }
 
+// CancelTx takes the job off the fake queue, as River would cancel it.
+func (q *fakeQueue) CancelTx(_ context.Context, _ *store.Tx, jobID int64) (desk.Cancelled, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, j := range q.jobs {
+		if j.ID == jobID {
+			q.jobs = append(q.jobs[:i], q.jobs[i+1:]...)
+			c := desk.Cancelled{JobID: jobID, TicketID: j.TicketID}
+			if j.Kind != "triage" {
+				c.MessageID = j.MessageID
+			}
+			return c, nil
+		}
+	}
+	return desk.Cancelled{}, fmt.Errorf("job %d: %w", jobID, store.ErrNotFound)
+}
+
 // of lists the jobs of one kind queued so far.
 func (q *fakeQueue) of(kind string) []queued {
 	q.mu.Lock()

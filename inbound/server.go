@@ -2,6 +2,7 @@ package inbound
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -34,6 +35,12 @@ type ServerConfig struct {
 	// MaxSessions is how many sessions run at once; a connection past it
 	// is answered 421 4.3.2 and closed.
 	MaxSessions int
+	// TLSCert and TLSKey are the files of the certificate STARTTLS offers
+	// (RFC 3207); the command loads them into TLS. RequireTLS refuses mail
+	// sent without it.
+	TLSCert, TLSKey string
+	TLS             *tls.Config
+	RequireTLS      bool
 }
 
 // Settings declares the listener's settings.
@@ -46,6 +53,11 @@ func (c *ServerConfig) Settings() []settings.Setting {
 		settings.Duration(&c.MessageTimeout, "HELPDESK_INBOUND_TIMEOUT", "inbound-timeout", "5m",
 			"how long one inbound message may take, from the connection or MAIL to the final reply"),
 		settings.Int(&c.MaxSessions, "HELPDESK_INBOUND_MAX_SESSIONS", "inbound-max-sessions", "100", "inbound SMTP sessions at once; more are answered 421 4.3.2"),
+		settings.Text(&c.TLSCert, "HELPDESK_INBOUND_TLS_CERT", "inbound-tls-cert", "",
+			"a PEM certificate (chain) file: the listener offers STARTTLS with it (RFC 3207), as MTAs deliver with opportunistic TLS; unset: no STARTTLS"),
+		settings.Text(&c.TLSKey, "HELPDESK_INBOUND_TLS_KEY", "inbound-tls-key", "", "the PEM private key of HELPDESK_INBOUND_TLS_CERT"),
+		settings.Bool(&c.RequireTLS, "HELPDESK_INBOUND_REQUIRE_TLS", "inbound-require-tls", "0",
+			"1: refuse mail sent without STARTTLS (530 5.7.0); needs HELPDESK_INBOUND_TLS_CERT"),
 	}
 }
 
@@ -66,7 +78,7 @@ func NewServer(rc *Receiver, config ServerConfig) *Server {
 		config.Timeout = 5 * time.Minute
 	}
 	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
-		return newSession(rc, config.Timeout, c), nil
+		return newSession(rc, config, c), nil
 	}))
 	s.Domain = config.Domain
 	s.LMTP = config.LMTP
@@ -80,6 +92,7 @@ func NewServer(rc *Receiver, config ServerConfig) *Server {
 	// connection. Past readLine go-smtp gives up on the stream (it cannot
 	// go on reading once a line broke its limit) and the connection closes.
 	s.MaxLineLength = readLine
+	s.TLSConfig = config.TLS // STARTTLS when set
 	s.ErrorLog = slogPrinter{rc.logger}
 	return &Server{Server: s, config: config}
 }
@@ -100,23 +113,37 @@ var (
 )
 
 type session struct {
-	rc      *Receiver
-	timeout time.Duration
-	conn    *sessionConn // nil when served without Server.Serve
-	env     Envelope
+	rc         *Receiver
+	timeout    time.Duration
+	conn       *sessionConn // nil when served without Server.Serve
+	env        Envelope
+	tls        bool // the session runs over TLS (after STARTTLS)
+	requireTLS bool
 }
 
-func newSession(rc *Receiver, timeout time.Duration, c *smtp.Conn) *session {
-	s := &session{rc: rc, timeout: timeout}
-	s.conn, _ = c.Conn().(*sessionConn)
-	if addr, ok := c.Conn().RemoteAddr().(*net.TCPAddr); ok {
+// newSession starts a session at EHLO, the first one or the one after
+// STARTTLS, which go-smtp begins anew.
+func newSession(rc *Receiver, config ServerConfig, c *smtp.Conn) *session {
+	s := &session{rc: rc, timeout: config.Timeout, requireTLS: config.RequireTLS}
+	nc := c.Conn()
+	if tc, ok := nc.(*tls.Conn); ok {
+		s.tls, nc = true, tc.NetConn()
+	}
+	s.conn, _ = nc.(*sessionConn)
+	if addr, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
 		s.env.ClientIP = addr.IP
 	}
 	s.env.Helo = c.Hostname()
 	return s
 }
 
+var errTLSRequired = &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0}, Message: "Must issue a STARTTLS command first"}
+
 func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+	if s.requireTLS && !s.tls {
+		metrics.InboundMessages.WithLabelValues("refused").Inc()
+		return errTLSRequired // RFC 3207 §4
+	}
 	if s.conn != nil {
 		s.conn.startMessage()
 	}

@@ -10,7 +10,7 @@ import (
 // is given by the command (provider.Config has its own); the triage
 // timeout and the rescue default to what the other settings imply.
 func (c *Config) Settings() []settings.Setting {
-	return []settings.Setting{
+	return append([]settings.Setting{
 		settings.Duration(&c.TriageBackoff.Base, "HELPDESK_RETRY_BASE", "retry-base", "2s", "longest wait after a triage job's first failure (full jitter: the wait is drawn from zero to it)"),
 		settings.Duration(&c.TriageBackoff.Cap, "HELPDESK_RETRY_CAP", "retry-cap", "60s", "longest wait after any failure of a triage job"),
 		settings.Int(&c.TriageMaxAttempts, "HELPDESK_TRIAGE_MAX_ATTEMPTS", "triage-max-attempts", "5", "attempts before a triage job becomes a dead letter; a provider's \"slow down\" spends none"),
@@ -27,7 +27,7 @@ func (c *Config) Settings() []settings.Setting {
 		settings.Duration(&c.TriageTimeout, "HELPDESK_TRIAGE_TIMEOUT", "triage-timeout", "", "one attempt of a triage job; River cancels it then; default 3 × the provider timeout + 15s (45s)"),
 		settings.Duration(&c.EmailTimeout, "HELPDESK_EMAIL_TIMEOUT", "email-timeout", "90s", "one attempt of an email job, every SMTP phase together"),
 		settings.Duration(&c.RescueStuckJobsAfter, "HELPDESK_RESCUE_AFTER", "rescue-after", "", "a job still running this long after it started (its process died) is handed to another worker; must exceed both timeouts; default the longest job timeout + 30s (2m)"),
-	}
+	}, c.WebhookEgress.Settings()...)
 }
 
 // Validate checks what the settings say together.

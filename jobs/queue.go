@@ -19,6 +19,7 @@ import (
 
 	"helpdesk/backoff"
 	"helpdesk/desk"
+	"helpdesk/egress"
 	"helpdesk/provider"
 	"helpdesk/settings"
 	"helpdesk/store"
@@ -72,6 +73,9 @@ type Config struct {
 	WebhookTimeout     time.Duration   // default 10s
 	WebhookWorkers     int             // default 10
 	WebhookPoll        time.Duration   // default 500ms
+	// WebhookEgress is where deliveries may connect: public addresses and
+	// the networks it allows; the API refuses to register what it refuses.
+	WebhookEgress egress.Policy
 
 	// How River fetches: at most every FetchCooldown while jobs come in
 	// (LISTEN/NOTIFY wakes it), every FetchPollInterval when none do.

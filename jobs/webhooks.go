@@ -22,6 +22,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"helpdesk/backoff"
+	"helpdesk/egress"
 	"helpdesk/provider"
 	"helpdesk/store"
 )
@@ -101,25 +102,36 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	defer cancel()
 	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, hook.URL, bytes.NewReader(body))
 	if err != nil {
-		return river.JobCancel(fmt.Errorf("WebhookURL: %w", err))
+		return river.JobCancel(fmt.Errorf("WebhookURL: webhook %d: its URL does not parse", hook.ID))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "helpdesk-webhooks")
 	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(timestamp, 10))
 	req.Header.Set("webhook-signature", signature)
+	// Job errors are read by every agent: they say what happened, never
+	// the transport's words, which would map the network behind the URL.
 	resp, err := w.client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("WebhookUnreachable: %s: %w", hook.URL, err)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, egress.ErrRefused):
+		return river.JobCancel(fmt.Errorf("WebhookRefused: webhook %d: refused by policy (HELPDESK_WEBHOOK_ALLOW_NETS)", hook.ID))
+	case callCtx.Err() != nil:
+		return fmt.Errorf("WebhookUnreachable: webhook %d: no answer within %s", hook.ID, w.timeout)
+	default:
+		return fmt.Errorf("WebhookUnreachable: webhook %d: unreachable", hook.ID)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
 		return nil
+	case code >= 300 && code < 400:
+		// A redirect is not followed: it would take the body and its
+		// signature elsewhere, or turn into a GET of another host.
+		return river.JobCancel(fmt.Errorf("WebhookRedirected: webhook %d answered %d; redirects are not followed", hook.ID, code))
 	case code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != ""):
 		wait := w.backoff.Base
 		if d := provider.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
@@ -127,9 +139,9 @@ func (w *WebhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		}
 		return river.JobSnooze(wait)
 	case code >= 500 || code == http.StatusRequestTimeout:
-		return fmt.Errorf("WebhookServerError: %s answered %d", hook.URL, code)
+		return fmt.Errorf("WebhookServerError: webhook %d answered %d", hook.ID, code)
 	default:
-		return river.JobCancel(fmt.Errorf("WebhookRefused: %s answered %d; a retry would get the same", hook.URL, code))
+		return river.JobCancel(fmt.Errorf("WebhookRefused: webhook %d answered %d; a retry would get the same", hook.ID, code))
 	}
 }
 

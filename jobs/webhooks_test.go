@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,19 +36,23 @@ func (e *scriptedEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(status)
 }
 
+func (e *scriptedEndpoint) count() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.calls
+}
+
 func TestWebhookDeliveries(t *testing.T) {
 	t.Parallel()
 
 	// deliver registers an endpoint answering statuses, records one event
 	// and returns the status of the delivery job once it is in state want.
-	deliver := func(t *testing.T, want string, statuses ...int) (jobs.Status, int) {
-		b := jobstest.Setup(t)
+	// deliverTo registers url, records one event and returns the status
+	// of the delivery job once it is in state want.
+	deliverTo := func(t *testing.T, b *jobstest.Bundle, url, want string) jobs.Status {
 		b.Config.WebhookPoll = 20 * time.Millisecond
 		b.Config.WebhookBackoff = backoff.Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
-		endpoint := &scriptedEndpoint{statuses: statuses}
-		srv := httptest.NewServer(endpoint)
-		t.Cleanup(srv.Close)
-		if _, err := b.Store.InsertWebhook(b.Ctx, &store.Webhook{URL: srv.URL, Events: []string{"ticket.created"},
+		if _, err := b.Store.InsertWebhook(b.Ctx, &store.Webhook{URL: url, Events: []string{"ticket.created"},
 			Secret: "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ=", CreatedBy: "agent:alice"}); err != nil {
 			t.Fatal(err)
 		}
@@ -66,11 +71,65 @@ func TestWebhookDeliveries(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		s := jobstest.WaitFor(t, q, jobID, want, 30*time.Second)
+		return jobstest.WaitFor(t, q, jobID, want, 30*time.Second)
+	}
+	// deliver is deliverTo an endpoint on loopback, allowed, that answers
+	// statuses in turn.
+	deliver := func(t *testing.T, want string, statuses ...int) (jobs.Status, int) {
+		b := jobstest.Setup(t)
+		b.AllowLoopbackWebhooks() // the endpoint below listens on loopback
+		endpoint := &scriptedEndpoint{statuses: statuses}
+		srv := httptest.NewServer(endpoint)
+		t.Cleanup(srv.Close)
+		s := deliverTo(t, b, srv.URL, want)
 		endpoint.mu.Lock()
 		defer endpoint.mu.Unlock()
 		return s, endpoint.calls
 	}
+
+	t.Run("NoDeliveryReachesInsideUnlessAllowed", func(t *testing.T) {
+		t.Parallel()
+		b := jobstest.Setup(t)
+		endpoint := &scriptedEndpoint{}
+		srv := httptest.NewServer(endpoint)
+		t.Cleanup(srv.Close)
+		s := deliverTo(t, b, srv.URL, jobs.StateFailed)
+		if endpoint.count() != 0 || !strings.Contains(jobstest.Deref(s.LastError), "refused by policy") || strings.Contains(jobstest.Deref(s.LastError), "127.0.0.1") {
+			t.Errorf("%d calls, last error %q: want none, refused by policy, no address", endpoint.count(), jobstest.Deref(s.LastError))
+		}
+	})
+
+	t.Run("ARedirectIsAFailedDeliveryAndIsNotFollowed", func(t *testing.T) {
+		t.Parallel()
+		b := jobstest.Setup(t)
+		b.AllowLoopbackWebhooks()
+		target := &scriptedEndpoint{}
+		elsewhere := httptest.NewServer(target)
+		t.Cleanup(elsewhere.Close)
+		redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, elsewhere.URL, http.StatusTemporaryRedirect)
+		}))
+		t.Cleanup(redirect.Close)
+		s := deliverTo(t, b, redirect.URL, jobs.StateFailed)
+		if target.count() != 0 || !strings.Contains(jobstest.Deref(s.LastError), "answered 307; redirects are not followed") {
+			t.Errorf("%d calls at the redirect's target, last error %q", target.count(), jobstest.Deref(s.LastError))
+		}
+	})
+
+	t.Run("AnUnreachableReceiverIsNamedNotDescribed", func(t *testing.T) {
+		t.Parallel()
+		b := jobstest.Setup(t)
+		b.AllowLoopbackWebhooks()
+		b.Config.WebhookMaxAttempts = 1
+		closed := httptest.NewServer(http.NotFoundHandler())
+		url := closed.URL
+		closed.Close() // nothing listens there now: connection refused
+		s := deliverTo(t, b, url, jobs.StateDeadLetter)
+		last := jobstest.Deref(s.LastError)
+		if !strings.Contains(last, "unreachable") || strings.Contains(last, "refused") || strings.Contains(last, "127.0.0.1") || strings.Contains(last, "dial") {
+			t.Errorf("last error %q: want unreachable, without the transport's words", last)
+		}
+	})
 
 	t.Run("A4xxOtherThan408And429FailsAtOnce", func(t *testing.T) {
 		t.Parallel()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,8 +60,8 @@ func NewWorkers(pool *pgxpool.Pool, queue *Queue, d *desk.Desk) (*Workers, error
 		},
 		func() error { return river.AddWorkerSafely(workers, w.autoclose) },
 		func() error {
-			return river.AddWorkerSafely(workers, &WebhookWorker{pool: pool, client: &http.Client{}, backoff: config.WebhookBackoff,
-				timeout: config.WebhookTimeout})
+			return river.AddWorkerSafely(workers, &WebhookWorker{pool: pool, client: config.WebhookEgress.Client(config.WebhookTimeout),
+				backoff: config.WebhookBackoff, timeout: config.WebhookTimeout})
 		},
 	}
 	if config.Mail {

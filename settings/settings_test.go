@@ -1,6 +1,7 @@
 package settings_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,20 @@ func TestSettings(t *testing.T) {
 				t.Errorf("the password shows in %q", got)
 			}
 		})
+	}
+}
+
+func TestScrubberHidesEveryPartOfASecret(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	s := settings.NewScrubber(&out)
+	for _, v := range []string{"smtp://user:S3cretPw%zz@relay.example:587", "smtp://user:S3cret#Pw@relay.example:587",
+		"postgres://u:S3cret@Pw@db/x", "smtp://u:S3cret%40Enc@h", "host=db password='S3cret dsn' dbname=x"} {
+		s.Hide(settings.SecretParts(&settings.Setting{Env: "HELPDESK_SMTP_URL"}, v)...)
+	}
+	s.Hide(settings.SecretParts(&settings.Setting{Env: "HELPDESK_REPLY_SECRET"}, "S3cret-reply")...)
+	fmt.Fprintf(s, "parse %q: invalid; S3cret#Pw; S3cret@Pw; S3cret@Enc; S3cret dsn; S3cret-reply; S3cretPw%%zz\n", "smtp://user:S3cretPw%zz@relay.example:587")
+	if strings.Contains(out.String(), "S3cret") {
+		t.Errorf("scrubbed: %s", out.String())
 	}
 }

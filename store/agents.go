@@ -15,6 +15,7 @@ type Agent struct {
 	Email       string     `json:"email"`
 	Teams       []string   `json:"teams"`
 	Signature   string     `json:"signature"` // below every reply the agent sends
+	Admin       bool       `json:"admin"`     // may manage webhooks, suppressions, agents and River UI's queues
 	DisabledAt  *time.Time `json:"disabled_at"`
 	CreatedAt   time.Time  `json:"created_at"`
 }
@@ -29,15 +30,16 @@ type UpsertAgentParams struct {
 	Email       string
 	Teams       []string // nil leaves the agent's teams as they are
 	Signature   *string  // nil leaves the signature as it is
+	Admin       *bool    // nil leaves the flag as it is (false for a new agent)
 }
 
 // UpsertAgent adds the agent, or updates its name, email and teams.
 func (s *Store) UpsertAgent(ctx context.Context, p *UpsertAgentParams) error {
 	_, err := s.db.Exec(ctx,
-		`INSERT INTO agents (name, display_name, email, signature) VALUES ($1, $2, $3, coalesce($4, ''))
+		`INSERT INTO agents (name, display_name, email, signature, admin) VALUES ($1, $2, $3, coalesce($4, ''), coalesce($5, false))
 		ON CONFLICT (name) DO UPDATE SET display_name = EXCLUDED.display_name, email = EXCLUDED.email,
-			signature = coalesce($4, agents.signature)`,
-		p.Name, p.DisplayName, p.Email, p.Signature)
+			signature = coalesce($4, agents.signature), admin = coalesce($5, agents.admin)`,
+		p.Name, p.DisplayName, p.Email, p.Signature, p.Admin)
 	if err != nil {
 		return fmt.Errorf("upsert agent %s: %w", p.Name, interpretError(err))
 	}
@@ -54,12 +56,12 @@ func (s *Store) UpsertAgent(ctx context.Context, p *UpsertAgentParams) error {
 	return nil
 }
 
-const agentColumns = `a.name, a.display_name, a.email, a.signature, a.disabled_at, a.created_at,
+const agentColumns = `a.name, a.display_name, a.email, a.signature, a.admin, a.disabled_at, a.created_at,
 	ARRAY(SELECT team FROM agent_teams t WHERE t.agent = a.name ORDER BY team)`
 
 func scanAgent(row pgx.Row) (*Agent, error) {
 	var a Agent
-	if err := row.Scan(&a.Name, &a.DisplayName, &a.Email, &a.Signature, &a.DisabledAt, &a.CreatedAt, &a.Teams); err != nil {
+	if err := row.Scan(&a.Name, &a.DisplayName, &a.Email, &a.Signature, &a.Admin, &a.DisabledAt, &a.CreatedAt, &a.Teams); err != nil {
 		return nil, interpretError(err)
 	}
 	return &a, nil
@@ -142,9 +144,24 @@ func (s *Store) SetSignature(ctx context.Context, name, signature string) (*Agen
 	return a, nil
 }
 
+// SetAdmin makes the agent an admin or not; ErrNotFound for none.
+func (s *Store) SetAdmin(ctx context.Context, name string, admin bool) error {
+	tag, err := s.db.Exec(ctx, `UPDATE agents SET admin = $2 WHERE name = $1`, name, admin)
+	if err != nil {
+		return fmt.Errorf("set admin of %s: %w", name, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("agent %s: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
 // DisableAgent stops the agent working: its keys answer 401 from the next
 // request, and assignment passes it by. ErrNotFound for an unknown agent.
 func (s *Store) DisableAgent(ctx context.Context, name string) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM ui_sessions WHERE key_id IN (SELECT id FROM api_keys WHERE actor = 'agent:' || $1)`, name); err != nil {
+		return fmt.Errorf("disable agent %s: %w", name, err)
+	}
 	tag, err := s.db.Exec(ctx, `UPDATE agents SET disabled_at = coalesce(disabled_at, now()) WHERE name = $1`, name)
 	if err != nil {
 		return fmt.Errorf("disable agent %s: %w", name, err)

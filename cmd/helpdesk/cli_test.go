@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -205,6 +206,41 @@ func TestProfilesOnlyWhenAskedAndOnLoopback(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			t.Errorf("%s: %d, want %d", url, resp.StatusCode, want)
+		}
+	}
+}
+
+func TestNoSecretInAnyOutput(t *testing.T) {
+	t.Parallel()
+	for _, setting := range []struct{ env, url string }{
+		{"DATABASE_URL", "postgres://helpdesk:%s@127.0.0.1:1/helpdesk"},
+		{"HELPDESK_SMTP_URL", "smtp://mailer:%s@127.0.0.1:1"},
+		{"HELPDESK_PROVIDER_URL", "https://user:%s@127.0.0.1:1/v1"},
+	} {
+		for _, password := range []string{"S3cretPw%zz", "S3cret#Pw", "S3cret@Pw", "S3cret%40Pw"} {
+			t.Run(setting.env+"/"+password, func(t *testing.T) {
+				t.Parallel()
+				env := map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none", "HELPDESK_DB_CONNECT_TIMEOUT": "2s",
+					setting.env: fmt.Sprintf(setting.url, password)}
+				for _, args := range [][]string{{"serve"}, {"serve", "--help"}, {"migrate"}, {"jobs"}} {
+					for _, format := range []string{"text", "json"} {
+						env["HELPDESK_LOG_FORMAT"] = format
+						_, stdout, stderr := runCmd(t, env, args...)
+						if out := stdout + stderr; strings.Contains(out, "S3cret") {
+							t.Errorf("%s (%s logs) shows the password:\n%s", strings.Join(args, " "), format, out)
+						}
+					}
+				}
+				// Given as a flag, too.
+				flag := "-" + strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(setting.env, "HELPDESK_"), "_", "-"))
+				if setting.env == "DATABASE_URL" {
+					flag = "-database-url"
+				}
+				_, stdout, stderr := runCmd(t, map[string]string{"DATABASE_URL": env["DATABASE_URL"]}, "serve", flag, fmt.Sprintf(setting.url, password))
+				if strings.Contains(stdout+stderr, "S3cret") {
+					t.Errorf("serve %s …: %s", flag, stdout+stderr)
+				}
+			})
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"helpdesk/settings"
 	"io"
 	"log/slog"
 	"os"
@@ -56,6 +57,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	// No secret the environment or the arguments hold reaches the output,
+	// whatever error or log line quotes it.
+	scrubOut, scrubErr := settings.NewScrubber(stdout), settings.NewScrubber(stderr)
+	for _, sc := range []*settings.Scrubber{scrubOut, scrubErr} {
+		hideSecrets(sc, getenv, args)
+	}
+	stdout, stderr = scrubOut, scrubErr
 	logger, err := newLogger(getenv("HELPDESK_LOG_LEVEL"), getenv("HELPDESK_LOG_FORMAT"), stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "helpdesk: %v\n", err)

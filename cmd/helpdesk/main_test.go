@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"helpdesk/internal/testcert"
 	"helpdesk/jobs"
 	"helpdesk/jobs/jobstest"
 	"helpdesk/mail/smtptest"
@@ -455,4 +457,43 @@ func TestMailReparseReadsTheRawMailAgain(t *testing.T) {
 			t.Errorf("reparse %s: exit %d, %q; want exit 2 with a message", arg, code, stderr)
 		}
 	}
+}
+
+func TestServeSpeaksTLSWhenGivenACertificate(t *testing.T) {
+	t.Parallel()
+	cert := testcert.New(t)
+	certFile, keyFile := cert.Files(t)
+	addr, _ := startServe(t, map[string]string{"DATABASE_URL": migratedURL(t), "HELPDESK_HTTP_ADDR": "127.0.0.1:0",
+		"HELPDESK_TLS_CERT": certFile, "HELPDESK_TLS_KEY": keyFile})
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool}}, Timeout: 10 * time.Second}
+	resp, err := client.Get("https://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("https: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.TLS == nil {
+		t.Errorf("https: %d over TLS %v", resp.StatusCode, resp.TLS != nil)
+	}
+	if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Error("plain HTTP is served too")
+		}
+	}
+
+	t.Run("ACertificateWithoutItsKeyOrAFileThatIsNoneStopsTheStart", func(t *testing.T) {
+		t.Parallel()
+		for _, env := range []map[string]string{
+			{"HELPDESK_TLS_CERT": certFile},
+			{"HELPDESK_TLS_CERT": keyFile, "HELPDESK_TLS_KEY": keyFile},
+			{"HELPDESK_INBOUND_TLS_KEY": keyFile},
+			{"HELPDESK_INBOUND_REQUIRE_TLS": "1"},
+		} {
+			env["DATABASE_URL"] = "postgres://nobody@127.0.0.1:1/none"
+			code, _, stderr := runCmd(t, env, "serve")
+			if code != 2 || !strings.Contains(stderr, "TLS") {
+				t.Errorf("%v: exit %d, %q; want 2 naming the setting", env, code, stderr)
+			}
+		}
+	})
 }

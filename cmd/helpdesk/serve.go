@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +37,8 @@ type serveConfig struct {
 	MetricsInterval time.Duration // how often the jobs are counted for the metrics
 	ShutdownGrace   time.Duration
 	HTTPIdleTimeout time.Duration // an idle keep-alive connection is closed after it
+	TLSCert, TLSKey string        // the API serves TLS itself with these
+	apiTLS          *tls.Config   // loaded from them
 
 	DB       store.Config
 	API      api.Config
@@ -70,6 +73,9 @@ func (c *serveConfig) settings() []settings.Setting {
 		settings.Duration(&c.MetricsInterval, "HELPDESK_METRICS_INTERVAL", "metrics-interval", "15s", "how often each process counts the jobs by kind and state for /metrics"),
 		settings.Duration(&c.ShutdownGrace, "HELPDESK_SHUTDOWN_GRACE", "shutdown-grace", "30s", "how long running jobs may take to finish on shutdown"),
 		settings.Duration(&c.HTTPIdleTimeout, "HELPDESK_HTTP_IDLE_TIMEOUT", "http-idle-timeout", "30s", "an idle keep-alive connection is closed (headers must come within 10s, the body within 30s)"),
+		settings.Text(&c.TLSCert, "HELPDESK_TLS_CERT", "tls-cert", "",
+			"a PEM certificate (chain) file: the API and River UI serve HTTPS with it; unset: plain HTTP, for a proxy in front that ends TLS (see HELPDESK_TRUSTED_PROXIES)"),
+		settings.Text(&c.TLSKey, "HELPDESK_TLS_KEY", "tls-key", "", "the PEM private key of HELPDESK_TLS_CERT"),
 	}
 }
 
@@ -141,6 +147,16 @@ func parseServeConfig(args []string, getenv func(string) string, stdout, stderr 
 	if cfg.Inbound.Addr != "" && cfg.Desk.ReplySecret == "" {
 		return serveConfig{}, usageErrorf("HELPDESK_REPLY_SECRET (-reply-secret) is not set: with inbound mail (HELPDESK_INBOUND_ADDR) agents answer notifications " +
 			"at signed addresses, and the secret signs them; set one of at least 16 random characters")
+	}
+	var err error
+	if cfg.apiTLS, err = loadTLS("HELPDESK_TLS_CERT", cfg.TLSCert, "HELPDESK_TLS_KEY", cfg.TLSKey); err != nil {
+		return serveConfig{}, err
+	}
+	if cfg.Inbound.TLS, err = loadTLS("HELPDESK_INBOUND_TLS_CERT", cfg.Inbound.TLSCert, "HELPDESK_INBOUND_TLS_KEY", cfg.Inbound.TLSKey); err != nil {
+		return serveConfig{}, err
+	}
+	if cfg.Inbound.RequireTLS && cfg.Inbound.TLS == nil {
+		return serveConfig{}, usageErrorf("HELPDESK_INBOUND_REQUIRE_TLS=1 needs HELPDESK_INBOUND_TLS_CERT and HELPDESK_INBOUND_TLS_KEY: without a certificate no sender could use STARTTLS")
 	}
 	// Settings one subsystem declares and another follows.
 	cfg.Jobs.Mail = true // a relay, or the Maildir that captures mail
@@ -251,7 +267,12 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		}
 		servers = append(servers, srv)
 		go func() {
-			err := srv.Serve(ln)
+			var err error
+			if srv.TLSConfig != nil {
+				err = srv.ServeTLS(ln, "", "")
+			} else {
+				err = srv.Serve(ln)
+			}
 			select {
 			case serveErr <- err:
 			default: // another listener's end is reported already
@@ -262,6 +283,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	apiConfig := cfg.API
 	apiConfig.Logger, apiConfig.Pool, apiConfig.Queue, apiConfig.Desk = logger, pool, queue, cases
 	apiConfig.Metrics, apiConfig.ProbesOnly = cfg.MetricsAddr == "", !servesAPI
+	apiConfig.WebhookEgress = &cfg.Jobs.WebhookEgress // one policy: what is registered is what is delivered
 	apiServer := api.New(apiConfig)
 	if servesAPI {
 		if err := apiServer.MountUI(); err != nil {
@@ -271,7 +293,9 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 			return err
 		}
 	}
-	apiAddr, err := listen("HELPDESK_HTTP_ADDR", cfg.HTTPAddr, newHTTPServer(cfg, apiServer))
+	apiHTTP := newHTTPServer(cfg, apiServer)
+	apiHTTP.TLSConfig = cfg.apiTLS
+	apiAddr, err := listen("HELPDESK_HTTP_ADDR", cfg.HTTPAddr, apiHTTP)
 	if err != nil {
 		return err
 	}
@@ -316,7 +340,11 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 			return err
 		}
 	}
-	logger.Info("helpdesk is serving", slog.String("role", cfg.Role), slog.String("http", "http://"+apiAddr.String()),
+	scheme := "http://"
+	if cfg.apiTLS != nil {
+		scheme = "https://"
+	}
+	logger.Info("helpdesk is serving", slog.String("role", cfg.Role), slog.String("http", scheme+apiAddr.String()),
 		slog.String("provider", providerURL))
 	if ready != nil {
 		ready(apiAddr.String())
@@ -365,4 +393,20 @@ func metricsMux() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler())
 	return mux
+}
+
+// loadTLS loads a certificate and its key given by two settings: both or
+// neither; nil for neither.
+func loadTLS(certSetting, certFile, keySetting, keyFile string) (*tls.Config, error) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return nil, nil
+	case certFile == "" || keyFile == "":
+		return nil, usageErrorf("%s and %s go together: set both or neither", certSetting, keySetting)
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, usageErrorf("%s %s with %s %s: %v", certSetting, certFile, keySetting, keyFile, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }

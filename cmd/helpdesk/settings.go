@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"helpdesk/settings"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -298,4 +299,44 @@ func (fs *flagSet) set(name string) bool {
 	found := false
 	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
 	return found
+}
+
+// allSettings are every setting any command declares: the ones whose
+// values a scrubber must know.
+func allSettings() []settings.Setting {
+	var cfg serveConfig
+	var level slog.Level
+	var json bool
+	var simulatorAddr string
+	list := append(logSettings(&level, &json), simulatorSettings(&simulatorAddr)...)
+	for _, g := range cfg.groups() {
+		list = append(list, g.Settings...)
+	}
+	return list
+}
+
+// hideSecrets tells sc every secret the environment and the arguments
+// hold: secret settings whole, passwords of URLs and connection strings.
+func hideSecrets(sc *settings.Scrubber, getenv func(string) string, args []string) {
+	list := allSettings()
+	byFlag := map[string]*settings.Setting{}
+	for i := range list {
+		s := &list[i]
+		if s.Env != "" {
+			sc.Hide(settings.SecretParts(s, getenv(s.Env))...)
+		}
+		if s.Flag != "" {
+			byFlag[s.Flag] = s
+		}
+	}
+	for i, a := range args {
+		name, value, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if s, ok := byFlag[name]; ok && strings.HasPrefix(a, "-") {
+			if !inline && i+1 < len(args) {
+				value = args[i+1]
+			}
+			sc.Hide(settings.SecretParts(s, value)...)
+		}
+		sc.Hide(settings.SecretParts(nil, a)...)
+	}
 }

@@ -33,9 +33,10 @@ func subcommand(args []string, named ...string) (sub, name string, rest []string
 }
 
 func cmdAgent(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("agent", "agent add NAME -email ADDR -team TEAM[,TEAM…] [-name \"Display Name\"] [-signature TEXT] | agent list | agent disable NAME",
+	fs := newFlagSet("agent", "agent add NAME -email ADDR -team TEAM[,TEAM…] [-name \"Display Name\"] [-signature TEXT] [-admin] | agent list | agent disable NAME",
 		"add       adds an agent, or updates one: its address, display name and teams (triage assigns\n"+
-			"          each ticket to the least busy active agent of its team)\n"+
+			"          each ticket to the least busy active agent of its team); -admin lets it manage\n"+
+			"          webhooks, suppressions, agents and River UI's jobs and queues (-admin=false takes it back)\n"+
 			"list      lists the agents with their teams\n"+
 			"disable   stops an agent: its API keys answer 401 from the next request, and it is assigned\n"+
 			"          nothing more", getenv, stdout, stderr)
@@ -44,6 +45,7 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 	teams := fs.String("team", "", "add: the agent's teams, separated by commas")
 	display := fs.String("name", "", "add: the agent's display name; default NAME")
 	signature := fs.String("signature", "", "add: the agent's signature below every reply (\\n for a new line); unset keeps the one it has")
+	admin := fs.Bool("admin", false, "add: the agent is an admin; unset keeps what it is (a new agent is none)")
 	sub, name, rest := subcommand(args, "add", "disable")
 	if err := fs.parse(rest); err != nil {
 		return err
@@ -68,6 +70,9 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 		p = store.UpsertAgentParams{Name: name, DisplayName: strings.TrimSpace(*display), Email: a.Address, Teams: []string{}}
 		if p.DisplayName == "" {
 			p.DisplayName = name
+		}
+		if fs.set("admin") {
+			p.Admin = admin
 		}
 		if fs.set("signature") {
 			sig := strings.ReplaceAll(*signature, `\n`, "\n")
@@ -105,7 +110,11 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 			}
 			return err
 		}
-		fmt.Fprintf(stdout, "agent %s (%s <%s>) in %s\n", p.Name, p.DisplayName, p.Email, strings.Join(p.Teams, ", "))
+		role := ""
+		if p.Admin != nil && *p.Admin {
+			role = ", admin"
+		}
+		fmt.Fprintf(stdout, "agent %s (%s <%s>) in %s%s\n", p.Name, p.DisplayName, p.Email, strings.Join(p.Teams, ", "), role)
 		fmt.Fprintf(stdout, "make a key with: helpdesk apikey create -actor agent:%s\n", p.Name)
 	case "disable":
 		if err := st.DisableAgent(ctx, name); errors.Is(err, store.ErrNotFound) {
@@ -125,6 +134,9 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 			state := "active"
 			if !a.Active() {
 				state = "disabled " + a.DisabledAt.Format(time.DateOnly)
+			}
+			if a.Admin {
+				state += ", admin"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.DisplayName, a.Email, strings.Join(a.Teams, ","), state)
 		}

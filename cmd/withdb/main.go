@@ -13,6 +13,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"helpdesk/settings"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -44,30 +46,38 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	os.Exit(run(*dbName, *throwaway, flag.Args()))
+	os.Exit(run(*dbName, *throwaway, flag.Args(), scrubbed(os.Stderr, os.Getenv)))
 }
 
-func run(dbName string, throwaway bool, command []string) int {
+// scrubbed is w without DATABASE_URL's password, which errors of the
+// driver may quote.
+func scrubbed(w io.Writer, getenv func(string) string) io.Writer {
+	sc := settings.NewScrubber(w)
+	sc.Hide(settings.SecretParts(nil, getenv("DATABASE_URL"))...)
+	return sc
+}
+
+func run(dbName string, throwaway bool, command []string, stderr io.Writer) int {
 	ctx := context.Background()
 	dbURL, stop, err := findDatabase(ctx, throwaway)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "withdb: %v\n", err)
+		fmt.Fprintf(stderr, "withdb: %v\n", err)
 		return 1
 	}
 	defer stop()
 	if dbName != "" {
 		if dbURL, err = ensureDatabase(ctx, dbURL, dbName); err != nil {
-			fmt.Fprintf(os.Stderr, "withdb: %v\n", err)
+			fmt.Fprintf(stderr, "withdb: %v\n", err)
 			return 1
 		}
 	}
 
-	fmt.Fprintf(os.Stderr, "withdb: DATABASE_URL=%s\n", dbURL)
+	fmt.Fprintf(stderr, "withdb: DATABASE_URL=%s\n", settings.MaskURL(dbURL))
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL)
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "withdb: %v\n", err)
+		fmt.Fprintf(stderr, "withdb: %v\n", err)
 		return 1
 	}
 	// Pass Ctrl-C and SIGTERM on, and wait for the command so the throwaway
@@ -89,7 +99,7 @@ func run(dbName string, throwaway bool, command []string) int {
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "withdb: %v\n", err)
+		fmt.Fprintf(stderr, "withdb: %v\n", err)
 		return 1
 	}
 	return 0

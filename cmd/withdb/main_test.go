@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -34,5 +35,20 @@ func TestThrowawayClusterStartsAnswersAndIsRemoved(t *testing.T) {
 	}
 	if after, _ := filepath.Glob(filepath.Join(os.TempDir(), "helpdesk-pg-*")); len(after) > len(before) {
 		t.Errorf("the cluster's folder was not removed: %v", after)
+	}
+}
+
+// Not parallel: it sets DATABASE_URL for findDatabase.
+func TestNoPasswordInItsOutput(t *testing.T) {
+	for _, pw := range []string{"S3cretPw%zz", "S3cret#Pw", "S3cret@Pw", "S3cret%40Pw"} {
+		u := "postgres://helpdesk:" + pw + "@127.0.0.1:1/x"
+		t.Setenv("DATABASE_URL", u)
+		var out bytes.Buffer
+		if code := run("", false, []string{"true"}, scrubbed(&out, os.Getenv)); code == 0 {
+			t.Errorf("%s: exit 0 with a database that does not answer", u)
+		}
+		if strings.Contains(out.String(), "S3cret") || !strings.Contains(out.String(), "DATABASE_URL") {
+			t.Errorf("%s: %q", u, out.String())
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -95,6 +96,13 @@ func (b *Bundle) ShortTimeoutProvider(tb testing.TB, timeout time.Duration) {
 		tb.Fatal(err)
 	}
 	b.Provider, b.Config.Provider = client, client
+}
+
+// AllowLoopbackWebhooks lets webhooks reach loopback, where the tests'
+// receivers (httptest servers) listen: the egress policy refuses it
+// otherwise.
+func (b *Bundle) AllowLoopbackWebhooks() {
+	b.Config.WebhookEgress.Allow = append(b.Config.WebhookEgress.Allow, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
 }
 
 // ReplySecret signs the reply and bounce addresses of WithSMTP's desk.

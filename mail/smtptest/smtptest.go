@@ -3,16 +3,12 @@ package smtptest
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"helpdesk/internal/testcert"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -145,10 +141,12 @@ func listen(opts Options) (*Server, error) {
 	}
 	var tlsConfig *tls.Config
 	if opts.StartTLS || opts.ImplicitTLS {
-		if tlsConfig, s.roots, err = selfSigned(); err != nil {
+		cert, err := testcert.Make()
+		if err != nil {
 			ln.Close()
 			return nil, err
 		}
+		tlsConfig, s.roots = cert.Server, cert.Pool
 	}
 	s.ln = &scriptedListener{Listener: ln, server: s}
 	if opts.ImplicitTLS {
@@ -394,35 +392,6 @@ func (s *session) Reset() {
 }
 
 func (s *session) Logout() error { return nil }
-
-// selfSigned makes a certificate for 127.0.0.1 that lives as long as the test.
-func selfSigned() (*tls.Config, *x509.CertPool, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "smtptest"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, err
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, roots, nil
-}
 
 type discardLogger struct{}
 

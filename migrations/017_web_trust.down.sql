@@ -1,0 +1,2 @@
+DROP TABLE ui_sessions;
+ALTER TABLE agents DROP COLUMN admin;
