@@ -6,7 +6,10 @@ WITHDB := go run ./cmd/withdb
 # The demo, the burst and the crash hooks they use are built only with this tag:
 # the production binary (make build) has none of them.
 DEMO := -tags demo
-VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# The version a packager expects: the tag (v1.2.3) when there is one, else a Go
+# pseudo-version of the commit (v0.0.0-20261201120314-798f038ac46b), -dirty with changes.
+VERSION := $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || \
+	TZ=UTC git log -1 --format='v0.0.0-%cd-%h' --date=format-local:%Y%m%d%H%M%S --abbrev=12 2>/dev/null || echo devel)
 
 .PHONY: demo run test lint unit bench build build-demo faults burst docs
 
@@ -14,9 +17,10 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 demo: build-demo
 	$(WITHDB) -- ./bin/helpdesk-demo demo
 
-## run: migrate a database named helpdesk, load the demo's customers and agents, serve on 127.0.0.1:8080
+## run: the whole loop on this machine: a database named helpdesk with the demo's customers and agents, the API on
+## 127.0.0.1:8080, inbound mail on 127.0.0.1:2525, mail out captured in ./captured-mail (deploy/dev.env)
 run: build
-	$(WITHDB) -db helpdesk -- sh -c './bin/helpdesk migrate && ./bin/helpdesk load && exec ./bin/helpdesk serve'
+	$(WITHDB) -db helpdesk -- sh -c 'set -a && . deploy/dev.env && set +a && ./bin/helpdesk migrate && ./bin/helpdesk load && exec ./bin/helpdesk serve'
 
 ## test: go vet, the gofmt check and every test with the race detector
 test: lint unit

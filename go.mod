@@ -1,4 +1,4 @@
-module helpdesk
+module github.com/helpdesk-dev/helpdesk
 
 go 1.26.8
 

@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"testing"
 
-	"helpdesk/jobs/jobstest"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 func TestAdminsManageWhatTouchesEveryone(t *testing.T) {

@@ -15,12 +15,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"riverqueue.com/riverui"
 
-	"helpdesk/desk"
-	"helpdesk/egress"
-	"helpdesk/jobs"
-	"helpdesk/metrics"
-	"helpdesk/settings"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/egress"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // Config is what the API needs.

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/api"
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/mail/mailtest"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/api"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/mail/mailtest"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // setupAttachments is setupReplies with a small attachment limit.

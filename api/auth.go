@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // NewAPIKey makes a key and the SHA-256 that is stored in its place.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 // Settings declares the API's own settings; the pool, the queue and the

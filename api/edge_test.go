@@ -14,11 +14,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/api"
-	"helpdesk/desk"
-	"helpdesk/faulttest"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/api"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/faulttest"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 func TestIDsAndCursorsThatCannotExistNeverReachTheDatabase(t *testing.T) {
@@ -322,5 +322,24 @@ func TestFailedSignInsAreThrottledPerAddress(t *testing.T) {
 	}
 	if status, _, _ := ab.do(t, ab.agent, "GET", "/v1/agents", nil, ""); status != 200 {
 		t.Errorf("the agent's key, after the flood from its address: %d, want 200", status)
+	}
+}
+
+func TestMistakesAreAnsweredInTheAPIsOwnWords(t *testing.T) {
+	t.Parallel()
+	b := jobstest.Setup(t)
+	ab := serveAPI(t, b, b.NewQueue(t), 0)
+	status, _, resp := ab.do(t, ab.agent, "GET", "/v1/tickets?assignee=nobody", nil, "")
+	requireError(t, status, resp, 400, "unknown_agent")
+	status, _, resp = ab.do(t, ab.agent, "GET", "/v1/tickets?team=nowhere", nil, "")
+	requireError(t, status, resp, 400, "unknown_team")
+	status, _, resp = ab.do(t, ab.agent, "POST", "/v1/tickets/T-999999/replies", []byte(`{"body": "Hello."}`), "")
+	requireError(t, status, resp, 404, "not_found")
+	if resp["message"] != "ticket T-999999 not found" {
+		t.Errorf("message %q, want the API's words", resp["message"])
+	}
+	status, _, resp = ab.do(t, ab.agent, "GET", "/v1/jobs/999999", nil, "")
+	if status != 404 || resp["message"] != "job 999999 not found" {
+		t.Errorf("an unknown job: %d %v", status, resp)
 	}
 }

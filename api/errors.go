@@ -6,11 +6,12 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
-	"helpdesk/desk"
-	"helpdesk/jobs"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // Error is an error with the HTTP status and code a client sees.
@@ -79,6 +80,9 @@ func toAPIError(err error) *Error {
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	apiErr := toAPIError(err)
+	if apiErr.Code == "not_found" && errors.Is(err, store.ErrNotFound) {
+		apiErr.Message = notFound(r) // in the API's words, not the store's
+	}
 	if apiErr.Status >= 500 && r.Context().Err() != nil {
 		// The request ran out of time (PostgreSQL did not answer, most
 		// likely); its transaction was rolled back.
@@ -94,4 +98,28 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("error", err))
 	}
 	writeJSON(w, apiErr.Status, map[string]string{"error": apiErr.Code, "message": apiErr.Message})
+}
+
+// notFound says what a request named that is not there, by its route.
+func notFound(r *http.Request) string {
+	id := r.PathValue("id")
+	switch {
+	case r.PathValue("attachment_id") != "":
+		return "ticket " + id + " has no attachment " + r.PathValue("attachment_id")
+	case r.PathValue("message_id") != "":
+		return "ticket " + id + " holds no message " + r.PathValue("message_id")
+	case strings.HasPrefix(r.Pattern, "/v1/tickets/"):
+		return "ticket " + id + " not found"
+	case strings.HasPrefix(r.Pattern, "/v1/jobs/"):
+		return "job " + id + " not found"
+	case strings.HasPrefix(r.Pattern, "/v1/customers/"):
+		return "customer " + id + " not found"
+	case strings.HasPrefix(r.Pattern, "/v1/webhooks/"):
+		return "webhook " + id + " not found"
+	case strings.HasPrefix(r.Pattern, "/v1/agents/"):
+		return "agent " + r.PathValue("name") + " not found"
+	case strings.HasPrefix(r.Pattern, "/v1/suppressions/"):
+		return r.PathValue("address") + " is not suppressed"
+	}
+	return "not found"
 }

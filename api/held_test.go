@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/desk"
 )
 
 // strangerWrites files a stranger's mail that names the ticket by its

@@ -8,8 +8,8 @@ import (
 	"errors"
 	"net/http"
 
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // HeaderIdempotencyKey names a creating request; HeaderReplayed marks an

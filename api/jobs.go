@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"helpdesk/jobs"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // maxListLimit bounds one page of GET /v1/jobs.

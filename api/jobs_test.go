@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/api"
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/provider/simulator"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/api"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 type apiBundle struct {

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/metrics"
 )
 
 // HeaderRequestID names a request in the logs: taken from the caller when

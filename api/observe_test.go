@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"helpdesk/api"
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/api"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
 )
 
 // scrape reads /metrics and parses the exposition as Prometheus does.

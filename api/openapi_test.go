@@ -16,7 +16,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
-	"helpdesk/api"
+	"github.com/helpdesk-dev/helpdesk/api"
 )
 
 var (

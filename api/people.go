@@ -5,10 +5,10 @@ import (
 	"net/http"
 	"strings"
 
-	"helpdesk/desk"
-	"helpdesk/mail"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // listAgents answers GET /v1/agents (agents): every agent with its teams.

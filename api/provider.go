@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"time"
 
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 type providerView struct {

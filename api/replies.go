@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"time"
 
-	"helpdesk/desk"
-	"helpdesk/mail"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // maxCc bounds the copies of one reply, maxReplyAttachments its files.

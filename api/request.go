@@ -13,7 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // maxRequestBytes bounds every request body.

@@ -15,8 +15,8 @@ import (
 
 	"riverqueue.com/riverui"
 
-	"helpdesk/jobs"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // UIPrefix is where River UI is mounted.

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/api"
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/provider/simulator"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/api"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // noRedirects is a client that shows redirects instead of following them.

@@ -3,9 +3,9 @@ package api
 import (
 	"net/http"
 
-	"helpdesk/mail"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // listSuppressions answers GET /v1/suppressions (agents): the addresses

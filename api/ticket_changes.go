@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"strconv"
 
-	"helpdesk/desk"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 type patchTicketRequest struct {

@@ -14,10 +14,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"helpdesk/desk"
-	"helpdesk/jobs"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // Limits of a new ticket.
@@ -316,6 +316,24 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who vocab.A
 		params.Before = key
 	}
 	st := store.New(s.pool)
+	// A name that is no agent's, or a team nobody is in, is a mistake to
+	// say, not a filter that matches nothing.
+	if q.Has("assignee") {
+		if _, err := st.GetAgent(r.Context(), params.Assignee); errors.Is(err, store.ErrNotFound) {
+			return badRequest("unknown_agent", fmt.Sprintf("no agent is called %q; GET /v1/agents lists them", params.Assignee))
+		} else if err != nil {
+			return err
+		}
+	}
+	if q.Has("team") {
+		teams, err := st.Teams(r.Context())
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(teams, params.Team) {
+			return badRequest("unknown_team", fmt.Sprintf("no agent is in team %q; the teams are %s", params.Team, strings.Join(teams, ", ")))
+		}
+	}
 	tickets, err := st.ListTickets(r.Context(), &params)
 	if err != nil {
 		return err

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // intakeBundle serves the API over a queue that is not started, so that

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"helpdesk/desk"
-	"helpdesk/egress"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/egress"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 type createWebhookRequest struct {

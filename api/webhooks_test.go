@@ -17,10 +17,10 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"helpdesk/backoff"
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
 )
 
 // receiver is a webhook endpoint that checks each delivery's Standard

@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"helpdesk/blob"
+	"github.com/helpdesk-dev/helpdesk/blob"
 )
 
 func TestBuffer(t *testing.T) {

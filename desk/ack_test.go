@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"helpdesk/desk"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestAcknowledgement(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	"text/template"
 	"time"
 
-	"helpdesk/mail"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // AckConfig is how new tickets are acknowledged.

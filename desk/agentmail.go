@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"helpdesk/blob"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/blob"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // AgentMail is an agent's answer to a notification, as it came in.
@@ -46,7 +46,7 @@ func (d *Desk) agentReplyTx(ctx context.Context, tx *store.Tx, m *AgentMail) (*A
 		return nil, err
 	}
 	refuse := func(reason string) (*AgentMailOutcome, error) {
-		if err := d.mailAgentTx(ctx, tx, t, m.Agent, "Re: "+notificationSubject(t), explanation(reason), ""); err != nil {
+		if err := d.mailAgentTx(ctx, tx, t, m.Agent, "Re: "+notificationSubject(t), explanation(reason, d.howToAnswer(t)), ""); err != nil {
 			return nil, err
 		}
 		return &AgentMailOutcome{Kind: "refused", Reason: reason}, nil

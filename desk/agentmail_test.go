@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/desk"
-	"helpdesk/mail"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // agentMailWorld has dana in billing, signed reply addresses, and a
@@ -117,4 +117,16 @@ func TestAgentMail(t *testing.T) {
 			t.Error("an answer at an address that does not hold went to the customer")
 		}
 	})
+}
+
+func TestANotificationPromisesOnlyWhatWorks(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, true, func(c *desk.Config) { c.AutoAssign = true }) // no reply secret
+	w.agent(t, "dana", "billing")
+	ticket := w.open(t, "Refund", "Please refund order 4711.")
+	w.triage(t, ticket.ID, "billing")
+	notes := ofDirection(w.messages(t, ticket.ID), vocab.DirectionNotification)
+	if len(notes) != 1 || strings.Contains(notes[0].Body, "Reply to this mail") || !strings.Contains(notes[0].Body, "/v1/tickets/"+ticket.ID+"/replies") {
+		t.Errorf("the notification without answers by mail: %+v", notes)
+	}
 }

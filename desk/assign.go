@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // assignTx gives the ticket to the least busy active agent of its team

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/desk"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestAutoclose(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"helpdesk/blob"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/blob"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // DefaultAttachmentMaxBytes is the largest file kept when the

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"helpdesk/desk"
-	"helpdesk/mail"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestBounceReport(t *testing.T) {

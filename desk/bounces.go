@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"helpdesk/mail"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // Bounce is a reply that could not be delivered to one address: a delivery

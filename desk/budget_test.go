@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/desk"
-	"helpdesk/provider"
-	"helpdesk/store"
-	"helpdesk/store/storetest"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // TestRoundTrips holds each use case to the round trips to PostgreSQL it

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // Errors of a job a person asked to cancel or delete.

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"helpdesk/desk"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestCancelJob(t *testing.T) {

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"testing"
 
-	"helpdesk/desk"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestChangeTicket(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"helpdesk/mail"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // Every mail the service sends is composed here: agents' replies and
@@ -177,14 +177,23 @@ func notificationSubject(t *store.Ticket) string {
 	return s
 }
 
-// howToAnswer closes every mail to an agent.
-const howToAnswer = "Reply to this mail to answer the customer: only your new text is sent, from the support address. " +
-	"Start with #note for an internal note, #draft to send the suggested reply as it is, #solved, #pending or #assign NAME."
+// howToAnswer closes every mail to an agent: how to answer the customer,
+// by mail when answers by mail are taken (a reply secret signs their
+// address), else through the API; a notification never promises what
+// would not work.
+func (d *Desk) howToAnswer(t *store.Ticket) string {
+	if d.config.ReplyAddresses == nil {
+		return "Answer the customer with POST /v1/tickets/" + t.ID + "/replies (or from_draft to send the suggested reply); " +
+			"a reply to this mail reaches nobody: this service takes no answers by mail (HELPDESK_REPLY_SECRET is not set)."
+	}
+	return "Reply to this mail to answer the customer: only your new text is sent, from the support address. " +
+		"Start with #note for an internal note, #draft to send the suggested reply as it is, #solved, #pending or #assign NAME."
+}
 
 // notificationBody tells the agents what the customer wrote and what
 // triage made of it: the customer's newest message, the team and
 // priority, the draft.
-func notificationBody(t *store.Ticket, c *store.Customer, newest *store.Message) (text, htmlBody string) {
+func notificationBody(t *store.Ticket, c *store.Customer, newest *store.Message, howToAnswer string) (text, htmlBody string) {
 	message, name, address := "(no text)", c.Name, c.Email
 	if newest != nil {
 		message, name = newest.Body, authorName(newest, c)
@@ -215,11 +224,11 @@ func htmlParagraph(s string) string {
 }
 
 // explanation is the answer to an agent's mail that did nothing.
-func explanation(reason string) string {
+func explanation(reason, howToAnswer string) string {
 	return reason + "\n\nNothing was sent to the customer and the ticket did not change.\n\n-- \n" + howToAnswer + "\n"
 }
 
 // notice is a short mail to the assignee: a bounce, a delay.
-func notice(text string) string {
+func notice(text, howToAnswer string) string {
 	return text + "\n\n-- \n" + howToAnswer + "\n"
 }

@@ -9,8 +9,8 @@ import (
 	"text/template"
 	"time"
 
-	"helpdesk/mail"
-	"helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 // mailDomainPattern is what HELPDESK_MAIL_DOMAIN and the inbound domains

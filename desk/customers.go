@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // CreateCustomer adds a customer with the next number (C-100000 and up),

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"helpdesk/desk"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 func TestCreateCustomer(t *testing.T) {

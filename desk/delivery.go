@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"helpdesk/mail"
-	"helpdesk/metrics"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // Step is what the queue does with a job after an attempt.

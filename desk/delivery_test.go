@@ -8,11 +8,11 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"helpdesk/backoff"
-	"helpdesk/desk"
-	"helpdesk/mail/smtptest"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestDeliver(t *testing.T) {

@@ -20,10 +20,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/backoff"
-	"helpdesk/mail"
-	"helpdesk/settings"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // Enqueuer queues the background work of a use case in its transaction,

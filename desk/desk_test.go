@@ -1,8 +1,9 @@
 package desk
 
 import (
-	"helpdesk/vocab"
 	"testing"
+
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestStatusChanges(t *testing.T) {

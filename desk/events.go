@@ -3,8 +3,8 @@ package desk
 import (
 	"time"
 
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // The events webhooks may subscribe to.

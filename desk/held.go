@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // ErrNoHeldSender is a held mail without a usable From: it can be

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"helpdesk/blob"
-	"helpdesk/mail"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/blob"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // InboundMail is a mail that came in, as the listener (or a mailbox

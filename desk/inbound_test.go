@@ -4,9 +4,9 @@ import (
 	"errors"
 	"testing"
 
-	"helpdesk/desk"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // mailFrom is an inbound mail as the listener parses it.

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"time"
 
-	"helpdesk/mail"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // triagedTx tells of a ticket whose triage job triageJobID just saved
@@ -35,7 +35,7 @@ func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, tri
 	if t.TriageJobID == nil || *t.TriageJobID != triageJobID {
 		return nil
 	}
-	text, htmlBody := notificationBody(&t, &customer, newest)
+	text, htmlBody := notificationBody(&t, &customer, newest, d.howToAnswer(&t))
 	for _, a := range agents {
 		if err := d.mailAgentTx(ctx, tx, &t, a, notificationSubject(&t), text, htmlBody); err != nil {
 			return err
@@ -106,5 +106,5 @@ func (d *Desk) tellAssigneeTx(ctx context.Context, tx *store.Tx, t *store.Ticket
 	if err != nil || !a.Active() {
 		return err
 	}
-	return d.mailAgentTx(ctx, tx, t, a, subjectPrefix+notificationSubject(t), notice(text), "")
+	return d.mailAgentTx(ctx, tx, t, a, subjectPrefix+notificationSubject(t), notice(text, d.howToAnswer(t)), "")
 }

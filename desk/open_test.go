@@ -4,10 +4,10 @@ import (
 	"errors"
 	"testing"
 
-	"helpdesk/desk"
-	"helpdesk/store"
-	"helpdesk/store/storetest"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestOpenTicket(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // UploadRetention is how long an upload waits for a reply to send it.

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"helpdesk/mail"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // ReplyParams are an agent's reply to a ticket.

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"helpdesk/desk"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestCreateReply(t *testing.T) {

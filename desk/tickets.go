@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"time"
 
-	"helpdesk/blob"
-	"helpdesk/mail"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/blob"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // transitions are the status changes a person may make. A customer's

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"helpdesk/provider"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // The triage steps, in the order they run.

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"helpdesk/desk"
-	"helpdesk/provider"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // triage saves the three steps of the ticket's triage job, as the worker

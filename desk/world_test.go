@@ -11,13 +11,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/backoff"
-	"helpdesk/desk"
-	"helpdesk/mail"
-	"helpdesk/mail/smtptest"
-	"helpdesk/store"
-	"helpdesk/store/storetest"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // queued is a job the use cases asked for.

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 // Policy says which addresses may be dialled: every public address, and

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/egress"
+	"github.com/helpdesk-dev/helpdesk/egress"
 )
 
 type names map[string][]netip.Addr

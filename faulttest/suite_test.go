@@ -27,12 +27,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/api"
-	"helpdesk/faulttest"
-	"helpdesk/mail/smtptest"
-	"helpdesk/provider/simulator"
-	"helpdesk/store"
-	"helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/api"
+	"github.com/helpdesk-dev/helpdesk/faulttest"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
 var (
@@ -55,7 +55,7 @@ func binary(t *testing.T) string {
 			return
 		}
 		built = dir + "/helpdesk"
-		out, err := exec.Command("go", "build", "-o", built, "helpdesk/cmd/helpdesk").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", built, "github.com/helpdesk-dev/helpdesk/cmd/helpdesk").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

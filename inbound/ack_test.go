@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/backoff"
-	"helpdesk/desk"
-	"helpdesk/inbound"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/mail"
-	"helpdesk/mail/smtptest"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // setupAcks is setup with acknowledgements on and the queue running, so

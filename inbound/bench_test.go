@@ -11,10 +11,10 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"helpdesk/inbound"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/mail/smtptest"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 type discardSession struct{}

@@ -7,12 +7,12 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"helpdesk/desk"
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/mail/smtptest"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // bouncedTicket is a pending ticket of C-0002 assigned to dana, with a

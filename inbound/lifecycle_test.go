@@ -3,8 +3,8 @@ package inbound_test
 import (
 	"testing"
 
-	"helpdesk/desk"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestCustomerMailMovesTheTicket(t *testing.T) {

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/inbound"
-	"helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
 )
 
 // nested is a mail whose parts nest depth deep (multipart in multipart,

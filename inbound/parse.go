@@ -6,13 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"helpdesk/blob"
-	"helpdesk/desk"
 	"io"
 	"mime"
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/helpdesk-dev/helpdesk/blob"
+	"github.com/helpdesk-dev/helpdesk/desk"
 
 	"github.com/emersion/go-message"
 	_ "github.com/emersion/go-message/charset" // every charset go-message knows, ISO-8859-1 to Shift JIS
@@ -484,12 +485,16 @@ func decodeWord(s string) string {
 	return s
 }
 
-// clean makes text safe to store: valid UTF-8 (invalid bytes become
-// U+FFFD) and no NUL, which PostgreSQL's text cannot hold.
+// clean makes text fit to store: valid UTF-8 (invalid bytes become
+// U+FFFD), no NUL (PostgreSQL's text cannot hold it), and line ends as
+// every other message has them, LF (mail carries CRLF, RFC 5322 §2.3; the
+// raw mail is kept as it came).
 func clean(s string) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
 	return strings.ReplaceAll(s, "\x00", "")
 }
 

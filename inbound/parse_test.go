@@ -8,8 +8,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"helpdesk/desk"
-	"helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/inbound"
 )
 
 func fixture(t testing.TB, name string, vars ...string) []byte {
@@ -192,4 +192,15 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestStoredTextHasLFLineEnds(t *testing.T) {
+	t.Parallel()
+	m, err := inbound.Parse([]byte("From: Ada <ada@example.com>\r\nSubject: Hi\r\n\r\nFirst line.\r\nSecond line.\r\n\r\nThird.\rFourth.\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Text != "First line.\nSecond line.\n\nThird.\nFourth." {
+		t.Errorf("text %q, want LF line ends", m.Text)
+	}
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"helpdesk/inbound"
-	"helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
 )
 
 // poisoned is a mail whose headers carry what PostgreSQL's text cannot

@@ -11,11 +11,11 @@ import (
 	"net"
 	"strings"
 
-	"helpdesk/blob"
-	"helpdesk/desk"
-	"helpdesk/metrics"
-	"helpdesk/senderauth"
-	"helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/blob"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/senderauth"
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 // ReceiverConfig is how a receiver judges mail and how many it reads at
@@ -35,7 +35,7 @@ type ReceiverConfig struct {
 func (c *ReceiverConfig) Settings() []settings.Setting {
 	return append(c.Auth.Settings(),
 		settings.Int(&c.MaxParses, "HELPDESK_INBOUND_MAX_PARSES", "inbound-max-parses", "4",
-			"inbound messages read and parsed at once; further ones wait (each costs up to about twice its size in memory)"))
+			"inbound messages read and parsed at once; further ones wait (each takes up to about twice its size of the heap)"))
 }
 
 // Receiver reads inbound mail, judges its sender and hands it to the

@@ -13,9 +13,9 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"helpdesk/desk"
-	"helpdesk/metrics"
-	"helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 // ServerConfig is where the listener listens and what it takes; zero

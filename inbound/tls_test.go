@@ -8,8 +8,8 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"helpdesk/inbound"
-	"helpdesk/internal/testcert"
+	"github.com/helpdesk-dev/helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/internal/testcert"
 )
 
 // sendOver sends a mail over a new session, with STARTTLS when tlsConfig

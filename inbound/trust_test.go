@@ -7,14 +7,14 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"helpdesk/desk"
-	"helpdesk/inbound"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/mail/smtptest"
-	"helpdesk/senderauth"
-	"helpdesk/senderauth/senderauthtest"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/senderauth"
+	"github.com/helpdesk-dev/helpdesk/senderauth/senderauthtest"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // The probes of these tests are an attacker's: mail over SMTP to the

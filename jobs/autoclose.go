@@ -7,7 +7,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/desk"
 )
 
 // AutocloseArgs is the periodic job that closes tickets solved long enough ago.

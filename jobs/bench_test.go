@@ -14,12 +14,12 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"helpdesk/desk"
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/mail/smtptest"
-	"helpdesk/metrics"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // benchArgs are the jobs of a benchmark's own River client, which do

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/provider"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 func TestBreakerRules(t *testing.T) {

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/provider/simulator"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // deadLetters counts the triage jobs given up.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/riverqueue/river/rivertype"
 
-	"helpdesk/desk"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // CancelTx cancels a job that has not started, in the caller's

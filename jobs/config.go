@@ -3,7 +3,7 @@ package jobs
 import (
 	"strconv"
 
-	"helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 // Settings declares the queue's and the workers' settings. The provider

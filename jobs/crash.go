@@ -12,7 +12,7 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/desk"
 )
 
 // CrashPoint says where SimulateCrash's worker dies.

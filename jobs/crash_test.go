@@ -11,10 +11,10 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"helpdesk/desk"
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // rescueAndFinish starts worker 2 once the crashed job counts as stuck, so

@@ -7,7 +7,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/metrics"
 )
 
 // observe records one of River's job events: how long the attempt ran,

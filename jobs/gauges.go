@@ -7,8 +7,8 @@ import (
 
 	"github.com/riverqueue/river/rivertype"
 
-	"helpdesk/metrics"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // Kinds are the kinds of job helpdesk queues.

@@ -6,8 +6,8 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"helpdesk/backoff"
-	"helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/desk"
 )
 
 // EmailArgs is the job that delivers one outbound message.

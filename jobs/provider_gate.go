@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/provider"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // BreakerConfig is when the provider's circuit breaker opens and how it

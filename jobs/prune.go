@@ -6,7 +6,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/desk"
 )
 
 // PruneArgs is the periodic job that deletes expired Idempotency-Keys,

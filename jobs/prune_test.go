@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
 )
 
 func TestExpiredIdempotencyKeysArePrunedByThePeriodicJob(t *testing.T) {

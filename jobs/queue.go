@@ -17,12 +17,12 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"helpdesk/backoff"
-	"helpdesk/desk"
-	"helpdesk/egress"
-	"helpdesk/provider"
-	"helpdesk/settings"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/egress"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // Config is what the queue and the workers need; zero durations and

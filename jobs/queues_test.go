@@ -6,11 +6,11 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"helpdesk/desk"
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/provider/simulator"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // triageBacklog opens n tickets of one customer in one transaction, each

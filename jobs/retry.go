@@ -5,7 +5,7 @@ import (
 
 	"github.com/riverqueue/river/rivertype"
 
-	"helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/backoff"
 )
 
 // retryPolicy is River's ClientRetryPolicy from a Backoff. job.Attempt is

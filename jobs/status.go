@@ -13,7 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // The states a person sees. River's states map onto them as follows:

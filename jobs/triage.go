@@ -11,10 +11,10 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"helpdesk/backoff"
-	"helpdesk/desk"
-	"helpdesk/provider"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // TriageArgs is the triage job of one ticket.

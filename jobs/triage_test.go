@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
 )
 
 func TestTriage(t *testing.T) {

@@ -21,10 +21,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"helpdesk/backoff"
-	"helpdesk/egress"
-	"helpdesk/provider"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/egress"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // QueueWebhooks is the queue of webhook deliveries: a slow receiver never

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/backoff"
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // scriptedEndpoint answers its calls with the given statuses in turn, then 204.

@@ -12,7 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/desk"
 )
 
 // Workers is the River client that works the jobs: triage (with the

@@ -11,7 +11,7 @@ import (
 
 	gomail "github.com/emersion/go-message/mail"
 
-	"helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/mail"
 )
 
 func ids(n int) []string {

@@ -3,7 +3,7 @@ package mail_test
 import (
 	"fmt"
 
-	"helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/mail"
 )
 
 func ExampleReferences() {

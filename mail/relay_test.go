@@ -11,8 +11,8 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"helpdesk/mail"
-	"helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
 )
 
 func relayTo(t *testing.T, srv *smtptest.Server, url string) *mail.Relay {

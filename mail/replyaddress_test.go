@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/mail"
 )
 
 func TestReplyAddresses(t *testing.T) {

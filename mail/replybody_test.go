@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/mail"
-	"helpdesk/mail/mailtest"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/mail/mailtest"
 )
 
 func TestReplyBodies(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 // SenderConfig says where outbound mail goes: a relay, or without one, a

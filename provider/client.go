@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"helpdesk/settings"
 	"io"
 	"math"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 // Teams are the teams classify may choose when the service has no teams

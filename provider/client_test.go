@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/provider"
 )
 
 // answering is a provider that always gives the same answer.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/metrics"
 )
 
 // Kind says what a provider failure means for the job that met it.

@@ -20,8 +20,8 @@ import (
 	"github.com/emersion/go-msgauth/dmarc"
 	"golang.org/x/net/publicsuffix"
 
-	"helpdesk/settings"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // Resolver is the DNS the checks ask; net.DefaultResolver is one, and

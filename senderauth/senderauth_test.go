@@ -7,9 +7,9 @@ import (
 	"net"
 	"testing"
 
-	"helpdesk/senderauth"
-	"helpdesk/senderauth/senderauthtest"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/senderauth"
+	"github.com/helpdesk-dev/helpdesk/senderauth/senderauthtest"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 const message = "From: Ada <ada@example.com>\r\nTo: support@helpdesk.example.com\r\nSubject: Hello\r\n" +

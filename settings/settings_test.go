@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 func TestSettings(t *testing.T) {

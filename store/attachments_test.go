@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/blob"
-	"helpdesk/store"
-	"helpdesk/store/storetest"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/blob"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestPruneAttachments(t *testing.T) {

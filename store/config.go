@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 // Config is where PostgreSQL is and how long connecting to it may take.

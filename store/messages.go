@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"helpdesk/blob"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/blob"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // Message is one entry of a ticket's conversation.

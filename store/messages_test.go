@@ -8,9 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/store"
-	"helpdesk/store/storetest"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // ticketWithMessages makes a ticket of n messages, alternating inbound and

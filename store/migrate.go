@@ -13,7 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"helpdesk/migrations"
+	"github.com/helpdesk-dev/helpdesk/migrations"
 )
 
 // migrationLockID serialises concurrent `helpdesk migrate` runs; any constant

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"helpdesk/store"
-	"helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
 func TestMigrate(t *testing.T) {

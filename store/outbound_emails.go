@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // Delivery states of an outbound message.

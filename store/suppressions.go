@@ -3,8 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
-	"helpdesk/vocab"
 	"time"
+
+	"github.com/helpdesk-dev/helpdesk/vocab"
 
 	"github.com/jackc/pgx/v5"
 )

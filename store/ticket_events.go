@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // TicketEvent is one change of a ticket: who changed what from what to what.

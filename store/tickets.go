@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // Ticket is one customer question and what triage made of it.

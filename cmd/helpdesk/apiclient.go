@@ -8,7 +8,7 @@ import (
 	"io"
 	"net/http"
 
-	"helpdesk/api"
+	"github.com/helpdesk-dev/helpdesk/api"
 )
 
 // The API client of the demo and of the tests that drive a served API:

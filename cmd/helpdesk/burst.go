@@ -20,12 +20,12 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
-	"helpdesk/backoff"
-	"helpdesk/desk"
-	"helpdesk/jobs"
-	"helpdesk/provider"
-	"helpdesk/provider/simulator"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // burstOptions is the burst: Tickets arriving at Rate a second

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"helpdesk/jobs/jobstest"
-	"helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
 func TestBurstFollowsTheQuota(t *testing.T) {

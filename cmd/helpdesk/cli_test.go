@@ -11,9 +11,9 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
 )
 
 func TestHelpGoesToStdoutAndExits0(t *testing.T) {

@@ -25,16 +25,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/api"
-	"helpdesk/backoff"
-	"helpdesk/desk"
-	"helpdesk/jobs"
-	"helpdesk/mail"
-	"helpdesk/mail/smtptest"
-	"helpdesk/provider"
-	"helpdesk/provider/simulator"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/api"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func init() { demoCommands["demo"] = cmdDemo }
@@ -321,7 +321,7 @@ func funcLocation(f any) string {
 	if rel, err := filepath.Rel(filepath.Dir(filepath.Dir(filepath.Dir(self))), file); err == nil && !strings.HasPrefix(rel, "..") {
 		file = rel
 	} else {
-		file = strings.TrimPrefix(file, "helpdesk/") // built with -trimpath
+		file = strings.TrimPrefix(file, "github.com/helpdesk-dev/helpdesk/") // built with -trimpath
 	}
 	name := fn.Name()
 	if i := strings.LastIndex(name, "/"); i >= 0 {

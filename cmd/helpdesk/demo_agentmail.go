@@ -13,11 +13,11 @@ import (
 	gomail "github.com/emersion/go-message/mail"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/desk"
-	"helpdesk/inbound"
-	"helpdesk/jobs"
-	"helpdesk/mail"
-	"helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
 )
 
 // agentRoundTrip is the demo's part 4: a customer's mail, the assignee's

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"helpdesk/jobs/jobstest"
-	"helpdesk/store"
-	"helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
 func TestDemoShowsBothDuplicatesMadeHarmless(t *testing.T) {

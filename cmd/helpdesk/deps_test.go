@@ -21,7 +21,7 @@ func TestTheProductionBinaryLinksNoTestCode(t *testing.T) {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
 	for _, pkg := range strings.Fields(string(out)) {
-		if pkg == "testing" || strings.HasPrefix(pkg, "gonum.org/") || strings.HasSuffix(pkg, "test") && strings.HasPrefix(pkg, "helpdesk/") {
+		if pkg == "testing" || strings.HasPrefix(pkg, "gonum.org/") || strings.HasSuffix(pkg, "test") && strings.HasPrefix(pkg, "github.com/helpdesk-dev/helpdesk/") {
 			t.Errorf("the production binary links %s", pkg)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs"
 )
 
 func cmdJobs(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -14,7 +14,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // demoData is the demo's customers and agents, in the binary so that
@@ -70,6 +73,9 @@ func loadData(ctx context.Context, pool *pgxpool.Pool, dir fs.FS, reset bool) (c
 	if err != nil {
 		return 0, 0, err
 	}
+	if err := checkRows(custRows, agentRows); err != nil {
+		return 0, 0, err
+	}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		st := store.New(tx)
 		if reset {
@@ -118,4 +124,36 @@ func readCSV(dir fs.FS, name string, columns ...string) ([][]string, error) {
 		return nil, usageErrorf("%s: the first line must be %s", name, strings.Join(columns, ","))
 	}
 	return rows[1:], nil
+}
+
+// checkRows checks every value before the database sees any: the line and
+// the value wrong, and what it should look like.
+func checkRows(customers, agents [][]string) error {
+	for i, r := range customers {
+		line := i + 2 // after the header
+		if !vocab.CustomerIDPattern.MatchString(r[0]) {
+			return usageErrorf("customers.csv line %d: id %q: want C- and at least four digits, such as C-0007", line, r[0])
+		}
+		if strings.TrimSpace(r[1]) == "" {
+			return usageErrorf("customers.csv line %d: %s has no name", line, r[0])
+		}
+		if a, err := mail.ParseAddress(r[2]); err != nil || a.Name != "" {
+			return usageErrorf("customers.csv line %d: email %q: want one address such as ada@example.com", line, r[2])
+		}
+	}
+	for i, r := range agents {
+		line := i + 2
+		if !vocab.AgentNamePattern.MatchString(r[0]) {
+			return usageErrorf("agents.csv line %d: name %q: lower case letters, digits, . _ - (up to 64), such as alice", line, r[0])
+		}
+		if a, err := mail.ParseAddress(r[2]); err != nil || a.Name != "" {
+			return usageErrorf("agents.csv line %d: email %q: want one address such as alice@support.example.com", line, r[2])
+		}
+		for _, t := range strings.Split(r[3], ";") {
+			if t = strings.TrimSpace(t); t != "" && !desk.TeamName.MatchString(t) {
+				return usageErrorf("agents.csv line %d: team %q: lower case letters, digits, _ - (teams separated by ;), such as billing;shipping", line, t)
+			}
+		}
+	}
+	return nil
 }

@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"helpdesk/desk"
-	"helpdesk/inbound"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 func cmdMail(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -6,13 +6,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"helpdesk/settings"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 const usage = `helpdesk: a worker service for support teams
@@ -173,7 +174,7 @@ func cmdVersion(args []string, stdout io.Writer) error {
 	if version != "" {
 		v = version
 	}
-	fmt.Fprintf(stdout, "helpdesk %s\nrevision %s\n", v, revision)
+	fmt.Fprintf(stdout, "helpdesk %s\nmodule %s\nrevision %s\n", v, info.Main.Path, revision)
 	if t := settings["vcs.time"]; t != "" {
 		fmt.Fprintf(stdout, "committed %s\n", t)
 	}

@@ -18,14 +18,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/internal/testcert"
-	"helpdesk/jobs"
-	"helpdesk/jobs/jobstest"
-	"helpdesk/mail/smtptest"
-	"helpdesk/provider/simulator"
-	"helpdesk/store"
-	"helpdesk/store/storetest"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/internal/testcert"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func envOf(vars map[string]string) func(string) string {

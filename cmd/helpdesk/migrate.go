@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -30,7 +30,7 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	pool, err := openDatabase(ctx, db)
+	pool, err := connectDatabase(ctx, db)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 func cmdProvider(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -5,7 +5,7 @@ import (
 	"io"
 	"log/slog"
 
-	"helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 // logSettings are the two settings every command reads before its own

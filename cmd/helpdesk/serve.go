@@ -14,16 +14,16 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/api"
-	"helpdesk/desk"
-	"helpdesk/inbound"
-	"helpdesk/jobs"
-	"helpdesk/mail"
-	"helpdesk/metrics"
-	"helpdesk/provider"
-	"helpdesk/provider/simulator"
-	"helpdesk/settings"
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/api"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // serveConfig is everything `helpdesk serve` reads from flags and the
@@ -103,8 +103,35 @@ func databaseSetting(fs *flagSet) *store.Config {
 	return db
 }
 
-// openDatabase connects to the database a command's DATABASE_URL names.
+// openDatabase connects to the database a command's DATABASE_URL names,
+// and checks that it is migrated: a command on an older schema would
+// fail on its first query with PostgreSQL's words.
 func openDatabase(ctx context.Context, db *store.Config) (*pgxpool.Pool, error) {
+	pool, err := connectDatabase(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := store.PendingMigrations(ctx, pool)
+	if err == nil && len(pending) > 0 {
+		err = usageErrorf("the database is not migrated (%s): run `helpdesk migrate` first, with the same DATABASE_URL", pendingText(pending))
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// pendingText says which migrations wait.
+func pendingText(pending []int) string {
+	if len(pending) == 1 {
+		return fmt.Sprintf("migration %d waits", pending[0])
+	}
+	return fmt.Sprintf("%d migrations wait, %d to %d", len(pending), pending[0], pending[len(pending)-1])
+}
+
+// connectDatabase connects to the database a command's DATABASE_URL names.
+func connectDatabase(ctx context.Context, db *store.Config) (*pgxpool.Pool, error) {
 	if db.URL == "" {
 		return nil, usageErrorf("DATABASE_URL (-database-url) is not set")
 	}
@@ -200,13 +227,6 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		return err
 	}
 	defer pool.Close()
-	pending, err := store.PendingMigrations(ctx, pool)
-	if err != nil {
-		return err
-	}
-	if len(pending) > 0 {
-		return fmt.Errorf("the database needs migrations %v first: run `helpdesk migrate`", pending)
-	}
 	works := cfg.Role != "api"
 	servesAPI := cfg.Role != "worker"
 

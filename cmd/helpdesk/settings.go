@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"helpdesk/settings"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 // usageError is a mistake in the command line or the environment: exit 2,

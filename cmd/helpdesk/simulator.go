@@ -5,8 +5,8 @@ import (
 	"io"
 	"log/slog"
 
-	"helpdesk/provider/simulator"
-	"helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/settings"
 )
 
 func cmdSimulator(ctx context.Context, args []string, getenv func(string) string, logger *slog.Logger, stdout, stderr io.Writer) error {

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 func cmdSuppressions(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -5,15 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"helpdesk/desk"
-	"helpdesk/mail"
-	"helpdesk/store"
-	"helpdesk/vocab"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // subcommand splits `CMD SUB [NAME] [flags]`: the subcommand, a leading
@@ -46,16 +47,24 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 	display := fs.String("name", "", "add: the agent's display name; default NAME")
 	signature := fs.String("signature", "", "add: the agent's signature below every reply (\\n for a new line); unset keeps the one it has")
 	admin := fs.Bool("admin", false, "add: the agent is an admin; unset keeps what it is (a new agent is none)")
+	strict := fs.Bool("strict", false, "add: refuse a team no agent is in yet, rather than make it (a typo makes a new team otherwise)")
 	sub, name, rest := subcommand(args, "add", "disable")
 	if err := fs.parse(rest); err != nil {
 		return err
+	}
+	// NAME may come after the flags too, or between them.
+	for name == "" && (sub == "add" || sub == "disable") && fs.NArg() > 0 && !strings.HasPrefix(fs.Arg(0), "-") {
+		name = fs.Arg(0)
+		if err := fs.parse(fs.Args()[1:]); err != nil {
+			return err
+		}
 	}
 	if sub != "add" && sub != "disable" && sub != "list" {
 		fs.Usage()
 		return usageErrorf("want agent add, agent list or agent disable")
 	}
 	if fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q", fs.Arg(0))
+		return usageErrorf("unexpected argument %q: agent %s takes one NAME (agent add NAME -email ADDR -team TEAM)", fs.Arg(0), sub)
 	}
 	var p store.UpsertAgentParams
 	switch sub {
@@ -104,6 +113,23 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 	st := store.New(pool)
 	switch sub {
 	case "add":
+		teams, err := st.Teams(ctx)
+		if err != nil {
+			return err
+		}
+		for _, t := range p.Teams {
+			if slices.Contains(teams, t) {
+				continue
+			}
+			known := "there are none yet"
+			if len(teams) > 0 {
+				known = "the teams are " + strings.Join(teams, ", ")
+			}
+			if *strict {
+				return usageErrorf("-team %s: no agent is in team %s (%s); without -strict it is made", t, t, known)
+			}
+			fmt.Fprintf(stderr, "helpdesk agent: team %s is new: no agent was in it (%s); -strict refuses new teams\n", t, known)
+		}
 		if err := st.UpsertAgent(ctx, &p); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				return usageErrorf("another agent has the address %s", p.Email)

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"helpdesk/settings"
 	"io"
 	"net"
 	"net/url"
@@ -26,6 +25,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/helpdesk-dev/helpdesk/settings"
 
 	"github.com/jackc/pgx/v5"
 )

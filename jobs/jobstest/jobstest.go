@@ -16,15 +16,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/backoff"
-	"helpdesk/desk"
-	"helpdesk/jobs"
-	"helpdesk/mail"
-	"helpdesk/mail/smtptest"
-	"helpdesk/provider"
-	"helpdesk/provider/simulator"
-	"helpdesk/store"
-	"helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
 // ProviderTimeout is the provider client's timeout in tests: long enough

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"helpdesk/internal/testcert"
 	"io"
 	"net"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/helpdesk-dev/helpdesk/internal/testcert"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"

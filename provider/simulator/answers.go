@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/provider"
 )
 
 // EmbeddingDims is the length of the simulator's vectors.

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/provider"
 )
 
 // Mode is how the simulator answers.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"helpdesk/provider"
-	"helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
 )
 
 func start(t *testing.T, settings simulator.Settings) (*simulator.Running, *provider.Client) {

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // DefaultURL is the database tests use when DATABASE_URL is not set: the

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
+)
+
+// The mistakes of a first day, each answered with what to do.
+func TestFirstDayMistakesSayWhatToDo(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ACommandOnADatabaseNeverMigratedSaysToMigrate", func(t *testing.T) {
+		t.Parallel()
+		env := map[string]string{"DATABASE_URL": storetest.NewURL(t)}
+		for _, args := range [][]string{{"agent", "list"}, {"load"}, {"jobs", "dead"}, {"customer", "list"}} {
+			code, _, stderr := runCmd(t, env, args...)
+			if code == 0 || !strings.Contains(stderr, "run `helpdesk migrate`") || strings.Contains(stderr, "does not exist") {
+				t.Errorf("%v: exit %d, %q; want to be told to migrate", args, code, stderr)
+			}
+		}
+	})
+
+	t.Run("ACustomerIdNotInTheFormatIsRefusedBeforeTheDatabase", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		_ = os.WriteFile(filepath.Join(dir, "customers.csv"), []byte("id,name,email\nC-7,Ada Lovelace,ada@example.com\n"), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, "agents.csv"), []byte("name,display_name,email,teams\nalice,Alice,alice@example.com,billing\n"), 0o644)
+		env := map[string]string{"DATABASE_URL": migratedURL(t)}
+		code, _, stderr := runCmd(t, env, "load", "-dir", dir)
+		if code != 2 || !strings.Contains(stderr, `customers.csv line 2: id "C-7": want C- and at least four digits, such as C-0007`) ||
+			strings.Contains(stderr, "constraint") {
+			t.Errorf("exit %d, %q", code, stderr)
+		}
+	})
+
+	t.Run("AnUnknownTeamIsWarnedAboutAndRefusedWhenStrict", func(t *testing.T) {
+		t.Parallel()
+		env := map[string]string{"DATABASE_URL": migratedURL(t)}
+		if code, _, stderr := runCmd(t, env, "agent", "add", "alice", "-email", "alice@example.com", "-team", "billing"); code != 0 {
+			t.Fatal(stderr)
+		}
+		code, _, stderr := runCmd(t, env, "agent", "add", "dana", "-email", "dana@example.com", "-team", "biling", "-strict")
+		if code != 2 || !strings.Contains(stderr, "no agent is in team biling (the teams are billing)") {
+			t.Errorf("-strict: exit %d, %q", code, stderr)
+		}
+		code, _, stderr = runCmd(t, env, "agent", "add", "dana", "-email", "dana@example.com", "-team", "biling")
+		if code != 0 || !strings.Contains(stderr, "team biling is new") {
+			t.Errorf("without -strict: exit %d, %q; want it made, with a warning", code, stderr)
+		}
+	})
+
+	t.Run("TheAgentsNameMayComeAfterTheFlags", func(t *testing.T) {
+		t.Parallel()
+		env := map[string]string{"DATABASE_URL": migratedURL(t)}
+		code, stdout, stderr := runCmd(t, env, "agent", "add", "-email", "scully@example.com", "-team", "x-files", "scully")
+		if code != 0 || !strings.Contains(stdout, "agent scully") {
+			t.Errorf("exit %d, %q %q", code, stdout, stderr)
+		}
+		code, stdout, stderr = runCmd(t, env, "agent", "add", "-email", "mulder@example.com", "mulder", "-team", "x-files")
+		if code != 0 || !strings.Contains(stdout, "agent mulder") {
+			t.Errorf("between the flags: exit %d, %q %q", code, stdout, stderr)
+		}
+		code, _, stderr = runCmd(t, env, "agent", "add", "mulder", "-email", "mulder@example.com", "-team", "x-files", "again")
+		if code != 2 || !strings.Contains(stderr, "takes one NAME") {
+			t.Errorf("two names: exit %d, %q", code, stderr)
+		}
+	})
+
+	t.Run("HelpSaysWhereMailWithoutARelayGoes", func(t *testing.T) {
+		t.Parallel()
+		_, stdout, _ := runCmd(t, map[string]string{}, "serve", "--help")
+		if strings.Contains(stdout, "in memory") || !strings.Contains(stdout, "captured, not sent, in the Maildir") {
+			t.Errorf("serve --help: %s", stdout)
+		}
+	})
+}
