@@ -138,6 +138,8 @@ func New(config Config) *Server {
 	s.route("/v1/provider", map[string]handlerFunc{http.MethodGet: s.getProvider})
 	s.route("/v1/suppressions", map[string]handlerFunc{http.MethodGet: s.listSuppressions})
 	s.route("/v1/suppressions/{address}", map[string]handlerFunc{http.MethodDelete: s.clearSuppression})
+	s.route("/v1/mailboxes", map[string]handlerFunc{http.MethodGet: s.listMailboxes, http.MethodPost: s.createMailbox})
+	s.route("/v1/mailboxes/{name}", map[string]handlerFunc{http.MethodGet: s.getMailbox, http.MethodPatch: s.patchMailbox})
 	s.route("/v1/webhooks", map[string]handlerFunc{http.MethodGet: s.listWebhooks, http.MethodPost: s.createWebhook})
 	s.route("/v1/webhooks/{id}", map[string]handlerFunc{http.MethodDelete: s.deleteWebhook})
 	return s

@@ -116,6 +116,8 @@ func notFound(r *http.Request) string {
 		return "customer " + id + " not found"
 	case strings.HasPrefix(r.Pattern, "/v1/webhooks/"):
 		return "webhook " + id + " not found"
+	case strings.HasPrefix(r.Pattern, "/v1/mailboxes/"):
+		return "mailbox " + r.PathValue("name") + " not found"
 	case strings.HasPrefix(r.Pattern, "/v1/agents/"):
 		return "agent " + r.PathValue("name") + " not found"
 	case strings.HasPrefix(r.Pattern, "/v1/suppressions/"):

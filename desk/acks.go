@@ -77,14 +77,19 @@ var noReply = regexp.MustCompile(`(?i)^(.*[-_.+])?(no-?reply|do-?not-?reply|mail
 // ticket stays: both are known before anything of it is written, and its
 // rows wait for the transaction's next trip.
 func (d *Desk) acknowledgeTx(ctx context.Context, tx *store.Tx, t *store.Ticket, c *store.Customer, root string, neutral bool) error {
+	from, err := d.fromOf(ctx, t)
+	if err != nil {
+		return err
+	}
 	local, domain, _ := strings.Cut(strings.ToLower(c.Email), "@")
-	own := strings.ToLower(d.config.From.Address)
-	if noReply.MatchString(local) || strings.EqualFold(c.Email, own) || strings.HasSuffix(own, "@"+domain) {
-		return nil // nobody to read it, or ourselves: a loop in one step
+	for _, own := range []string{strings.ToLower(d.config.From.Address), strings.ToLower(from.Address)} {
+		if noReply.MatchString(local) || strings.EqualFold(c.Email, own) || strings.HasSuffix(own, "@"+domain) {
+			return nil // nobody to read it, or ourselves: a loop in one step
+		}
 	}
 	// The message is written in this transaction, so its time is the ticket's.
 	id := mail.NewMessageID(d.config.MailDomain)
-	ack, err := d.composeAck(t, c, root, id, neutral)
+	ack, err := d.composeAck(from, t, c, root, id, neutral)
 	if err != nil {
 		return nil // the mail cannot be made: the ticket stays, unacknowledged
 	}

@@ -29,7 +29,7 @@ type composed struct {
 // ticket's plus address, marked auto-replied (RFC 3834 §5). A neutral one
 // (to a sender the mail made a customer) names neither the sender nor
 // the subject: a forged sender must not make the service repeat its words.
-func (d *Desk) composeAck(t *store.Ticket, c *store.Customer, root, id string, neutral bool) (*composed, error) {
+func (d *Desk) composeAck(from *mail.Address, t *store.Ticket, c *store.Customer, root, id string, neutral bool) (*composed, error) {
 	to, err := mail.ParseAddress(c.Email)
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func (d *Desk) composeAck(t *store.Ticket, c *store.Customer, root, id string, n
 	subject, line := t.Subject, ""
 	if neutral {
 		data.Subject, data.CustomerName = "", ""
-		subject, line = "", "Your message to "+d.config.From.Name+" [#"+t.ID+"]"
+		subject, line = "", "Your message to "+from.Name+" [#"+t.ID+"]"
 	} else {
 		to.Name = c.Name
 	}
@@ -46,9 +46,9 @@ func (d *Desk) composeAck(t *store.Ticket, c *store.Customer, root, id string, n
 	if err := d.config.Ack.Template.Execute(&text, data); err != nil {
 		return nil, err
 	}
-	out := &mail.Outgoing{From: d.config.From, To: []*mail.Address{to}, Subject: subject, SubjectLine: line, TicketID: t.ID, Date: t.CreatedAt,
+	out := &mail.Outgoing{From: from, To: []*mail.Address{to}, Subject: subject, SubjectLine: line, TicketID: t.ID, Date: t.CreatedAt,
 		MessageID: id, InReplyTo: root, References: []string{root}, ThreadRoot: root, ThreadStart: t.CreatedAt,
-		Body: text.String(), AutoReply: true, ReplyTo: d.plusAddress(t.ID)}
+		Body: text.String(), AutoReply: true, ReplyTo: plusAddress(from, t.ID)}
 	raw, err := out.Render()
 	if err != nil {
 		return nil, err
@@ -59,12 +59,12 @@ func (d *Desk) composeAck(t *store.Ticket, c *store.Customer, root, id string, n
 // plusAddress is the support address with the ticket in it, where a
 // customer's answer finds its ticket even when a client drops
 // In-Reply-To (the plus address is matched on the way in).
-func (d *Desk) plusAddress(ticketID string) *mail.Address {
-	local, domain, ok := strings.Cut(d.config.From.Address, "@")
+func plusAddress(from *mail.Address, ticketID string) *mail.Address {
+	local, domain, ok := strings.Cut(from.Address, "@")
 	if !ok {
 		return nil
 	}
-	return &mail.Address{Name: d.config.From.Name, Address: local + "+" + ticketID + "@" + domain}
+	return &mail.Address{Name: from.Name, Address: local + "+" + ticketID + "@" + domain}
 }
 
 // replyParts is what an agent's reply to a customer is made of, read
@@ -154,16 +154,18 @@ func authorName(m *store.Message, customer *store.Customer) string {
 // explanation or a notice, threaded only among the ticket's agent-side
 // mail, marked auto-generated (RFC 3834 §5) so that out-of-office answers
 // stay away, with Reply-To the agent's signed address.
-func (d *Desk) agentMail(t *store.Ticket, a *store.Agent, messageID int64, id string, date time.Time, refs []string, subject, text, htmlBody string) *mail.Outgoing {
-	out := &mail.Outgoing{From: d.config.From, To: []*mail.Address{{Name: a.DisplayName, Address: a.Email}},
+func (d *Desk) agentMail(from *mail.Address, t *store.Ticket, a *store.Agent, messageID int64, id string, date time.Time, refs []string, subject, text, htmlBody string) *mail.Outgoing {
+	out := &mail.Outgoing{From: from, To: []*mail.Address{{Name: a.DisplayName, Address: a.Email}},
 		SubjectLine: subject, TicketID: t.ID, Date: date, MessageID: id, References: mail.References(refs),
 		Body: text, HTML: htmlBody, Automatic: true}
 	if len(refs) > 0 {
 		out.InReplyTo = refs[len(refs)-1]
 	}
 	if d.config.ReplyAddresses != nil {
-		out.ReplyTo = &mail.Address{Name: d.config.From.Name,
-			Address: d.config.ReplyAddresses.Sign(t.ID, messageID, date.Add(d.config.ReplyAddressTTL))}
+		// At the ticket's own address: a team whose mail comes from its
+		// mailbox gets the agents' answers there too.
+		out.ReplyTo = &mail.Address{Name: from.Name,
+			Address: d.config.ReplyAddresses.SignAt(from.Address, t.ID, messageID, date.Add(d.config.ReplyAddressTTL))}
 	}
 	return out
 }

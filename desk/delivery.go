@@ -170,10 +170,16 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 // own signed bounce address (VERP), so that a report counts only when it
 // comes back there; without a secret to sign it, the From address.
 func (d *Desk) envelopeSender(messageID int64, from *mail.Address) string {
-	if d.config.ReplyAddresses == nil {
+	switch {
+	case d.config.ReplyAddresses == nil:
 		return from.Address
+	case d.ours(from.Address):
+		return d.config.ReplyAddresses.BounceAddress(messageID)
+	default:
+		// A support address read as a mailbox: the report comes back to
+		// the mailbox, at its plus form.
+		return d.config.ReplyAddresses.BounceAddressAt(from.Address, messageID)
 	}
-	return d.config.ReplyAddresses.BounceAddress(messageID)
 }
 
 // dropSuppressed marks the recipients on the suppression list suppressed

@@ -113,10 +113,11 @@ type DeliveryConfig struct {
 
 // Desk runs the use cases against PostgreSQL.
 type Desk struct {
-	pool   *pgxpool.Pool
-	jobs   Enqueuer
-	config Config
-	log    *slog.Logger
+	pool      *pgxpool.Pool
+	jobs      Enqueuer
+	config    Config
+	log       *slog.Logger
+	addresses addressCache
 }
 
 // New returns the use cases over pool, queueing their work with jobs.

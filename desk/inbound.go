@@ -42,6 +42,24 @@ type InboundMail struct {
 	Report      *DeliveryReport
 	// RawGzip is the mail as it came, gzip-compressed: what is kept of it.
 	RawGzip *blob.Buffer
+	// Source is the mailbox it was fetched from, nil for mail that came
+	// to the listener.
+	Source *MailSource
+	// Recipients are the addresses its To, Cc, Delivered-To and
+	// X-Original-To name, lower case: a fetched mail has no envelope.
+	Recipients []string
+}
+
+// MailSource is where in an IMAP mailbox a mail was: the checkpoint moves
+// past it in the transaction that files it.
+type MailSource struct {
+	Mailbox     string
+	Address     string // the mailbox's support address
+	UIDValidity int64
+	UID         int64
+	// Pending: the message is still to be moved (or flagged) after the
+	// commit.
+	Pending bool
 }
 
 // DeliveryReport is what a delivery status notification (RFC 3464) says.
@@ -97,6 +115,10 @@ func (d *Desk) FileInbound(ctx context.Context, rcpts []string, m *InboundMail) 
 	for try := 0; ; try++ {
 		err = store.Run(ctx, d.pool, func(tx *store.Tx) error {
 			out, err = d.fileTx(ctx, tx, rcpts, m)
+			if err == nil && m.Source != nil {
+				s := m.Source
+				tx.Later(func(b *store.Batch) { b.AdvanceMailbox(s.Mailbox, s.UIDValidity, s.UID, s.Pending) })
+			}
 			return err
 		})
 		// A copy delivered at the same moment stored the same Message-ID
@@ -113,7 +135,18 @@ func (d *Desk) FileInbound(ctx context.Context, rcpts []string, m *InboundMail) 
 
 func (d *Desk) fileTx(ctx context.Context, tx *store.Tx, rcpts []string, m *InboundMail) (*Filed, error) {
 	st := tx.Store()
-	if exists, err := st.MessageIDExists(ctx, m.MessageID); err != nil || exists {
+	// One trip: is it stored already, and which support address did it
+	// come to (a row of its own gives its tickets a From and a team).
+	var (
+		exists  bool
+		address *store.SupportAddress
+		first   store.Batch
+	)
+	first.MessageIDExists(m.MessageID, &exists)
+	if to := d.supportAddressIn(rcpts, m); to != "" {
+		first.SupportAddressOf(to, &address)
+	}
+	if err := st.Send(ctx, &first); err != nil || exists {
 		return &Filed{Kind: "duplicate"}, err
 	}
 	if out, handled, err := d.reportTx(ctx, tx, m, rcpts); handled || err != nil {
@@ -156,7 +189,7 @@ func (d *Desk) fileTx(ctx context.Context, tx *store.Tx, rcpts []string, m *Inbo
 			subject = "(no subject)"
 		}
 		p := &OpenTicketParams{
-			CustomerID: customer.ID, Subject: truncateRunes(subject, 200), Body: m.Text, Author: author,
+			CustomerID: customer.ID, Subject: truncateRunes(subject, 200), Body: m.Text, Author: author, SupportAddress: address,
 			EmailMessageID: m.MessageID, Attachments: m.Attachments, Automatic: m.Automatic, RawEmailGzip: m.RawGzip,
 			NoAutoReply: m.NoAutoReply, Sender: m.From, Verdict: m.Verdict, VerdictDetail: m.VerdictDetail,
 			// A stranger's acknowledgement carries nothing the stranger chose:
@@ -280,6 +313,20 @@ func (d *Desk) named(ctx context.Context, st *store.Store, m *InboundMail, rcpts
 	return first, firstHow, nil
 }
 
+// supportAddressIn is the support address a mail came to: its mailbox's,
+// else the first recipient's without its +detail; "" for none.
+func (d *Desk) supportAddressIn(rcpts []string, m *InboundMail) string {
+	if m.Source != nil {
+		return m.Source.Address
+	}
+	for _, r := range rcpts {
+		if a := baseAddress(r); a != "" {
+			return a
+		}
+	}
+	return ""
+}
+
 // Candidate is a ticket a mail names by number, and where.
 type Candidate struct {
 	TicketID string // T-500001
@@ -292,7 +339,7 @@ type Candidate struct {
 func (d *Desk) Candidates(m *InboundMail, rcpts []string) []Candidate {
 	var out []Candidate
 	for _, r := range rcpts {
-		if p := plusTicket.FindStringSubmatch(r); p != nil && d.AcceptsRecipient(r) {
+		if p := plusTicket.FindStringSubmatch(r); p != nil && (d.AcceptsRecipient(r) || (m.Source != nil && baseAddress(r) == m.Source.Address)) {
 			out = append(out, Candidate{TicketID: strings.ToUpper(p[1]), How: "plus_address"})
 		}
 	}

@@ -68,8 +68,12 @@ func (d *Desk) mailAgentTx(ctx context.Context, tx *store.Tx, t *store.Ticket, a
 	} else if err != nil {
 		return err
 	}
+	from, err := d.fromOf(ctx, t)
+	if err != nil {
+		return err
+	}
 	id := mail.NewMessageID(d.config.MailDomain)
-	out := d.agentMail(t, a, messageID, id, now, refs, subject, text, htmlBody)
+	out := d.agentMail(from, t, a, messageID, id, now, refs, subject, text, htmlBody)
 	raw, err := out.Render()
 	if err != nil {
 		return err
@@ -90,7 +94,7 @@ func (d *Desk) keepRendered(tx *store.Tx, m *store.InsertMessageParams, jobID in
 	)
 	tx.Later(func(b *store.Batch) {
 		b.InsertMessage(m, &msg)
-		b.InsertOutboundEmail(&store.InsertOutboundEmailParams{MessageID: m.ID, FromAddress: d.config.From.String(),
+		b.InsertOutboundEmail(&store.InsertOutboundEmailParams{MessageID: m.ID, FromAddress: out.From.String(),
 			Recipients: []store.Recipient{to}, JobID: &jobID})
 		b.SaveRendered(m.ID, out.InReplyTo, out.References, raw, &saved)
 	})

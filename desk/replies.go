@@ -49,6 +49,10 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) 
 	if ticket.Status == vocab.StatusClosed {
 		return nil, 0, fmt.Errorf("reply to %s: %w", ticket.ID, ErrTicketClosed)
 	}
+	from, err := d.fromOf(ctx, &ticket)
+	if err != nil {
+		return nil, 0, err
+	}
 	status := p.Status
 	if status == "" {
 		status = vocab.StatusPending
@@ -84,7 +88,7 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) 
 	tx.Later(func(b *store.Batch) {
 		b.InsertMessage(&store.InsertMessageParams{ID: messageID, TicketID: ticket.ID, Direction: msg.Direction, Author: p.Author,
 			Body: body, EmailMessageID: &id}, msg)
-		b.InsertOutboundEmail(&store.InsertOutboundEmailParams{MessageID: messageID, FromAddress: d.config.From.String(),
+		b.InsertOutboundEmail(&store.InsertOutboundEmailParams{MessageID: messageID, FromAddress: from.String(),
 			Recipients: recipients, JobID: &jobID})
 		b.AgentResponded(ticket.ID)
 	})

@@ -55,6 +55,9 @@ type OpenTicketParams struct {
 	// Held, when set, is why the first message is held: kept for agents,
 	// not triaged, not acknowledged, until an agent accepts it.
 	Held string
+	// SupportAddress is the address it came to when that address has a
+	// row: the ticket's mail is From it, and it is the team's.
+	SupportAddress *store.SupportAddress
 }
 
 // OpenTicket writes a ticket, its first message and its triage job in one
@@ -109,6 +112,12 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 		first store.Message
 	)
 	newTicket := &store.InsertTicketParams{ID: ticketID, CustomerID: p.CustomerID, Subject: p.Subject, FollowUpOf: p.FollowUpOf}
+	if a := p.SupportAddress; a != nil {
+		newTicket.SupportAddress, ticket.SupportAddress = a.Address, &a.Address
+		if a.Team != nil {
+			newTicket.Team, ticket.Team = *a.Team, a.Team
+		}
+	}
 	if jobID != 0 {
 		newTicket.TriageJobID = &jobID
 	}
@@ -191,9 +200,14 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 		return nil, err
 	}
 	if ticket.Status == vocab.StatusClosed && !p.Automatic {
+		var address *store.SupportAddress
+		if ticket.SupportAddress != nil { // the follow-up comes from where the ticket did
+			address = &store.SupportAddress{Address: *ticket.SupportAddress, Team: ticket.Team}
+		}
 		followUp, jobID, err := d.OpenTicketTx(ctx, tx, &OpenTicketParams{CustomerID: ticket.CustomerID, Subject: ticket.Subject,
 			Body: p.Body, Author: p.Author, FollowUpOf: ticket.ID, EmailMessageID: p.EmailMessageID, Attachments: p.Attachments,
-			RawEmailGzip: p.RawEmailGzip, NoAutoReply: p.NoAutoReply, Sender: p.Sender, Verdict: p.Verdict, VerdictDetail: p.VerdictDetail})
+			RawEmailGzip: p.RawEmailGzip, NoAutoReply: p.NoAutoReply, Sender: p.Sender, Verdict: p.Verdict, VerdictDetail: p.VerdictDetail,
+			SupportAddress: address})
 		if err != nil {
 			return nil, err
 		}

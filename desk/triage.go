@@ -67,6 +67,17 @@ func (d *Desk) TriageInput(ctx context.Context, jobID int64, ticketID, providerN
 	if ticket.Team != nil {
 		pt.Team = *ticket.Team
 	}
+	// A ticket that came to a team's address stays that team's: classify
+	// chooses among that one only, and sets the priority.
+	if ticket.SupportAddress != nil {
+		a, err := d.supportAddress(ctx, *ticket.SupportAddress)
+		if err != nil {
+			return nil, err
+		}
+		if a != nil && a.Team != nil {
+			pt.Teams = []string{*a.Team}
+		}
+	}
 	pt.Messages = keepNewest(pt.Messages, maxPromptBytes)
 	pt.AgentReplies = keepNewest(pt.AgentReplies, maxPromptBytes/4)
 	return &in, nil

@@ -68,6 +68,14 @@ func ParseReader(r io.Reader, size int64, sum []byte, maxFile int64) (*desk.Inbo
 		m.From, m.FromName, m.FromProblem = "", "", err.Error()
 	}
 	m.AuthResults = h.Values("Authentication-Results")
+	for _, field := range []string{"Delivered-To", "X-Original-To", "To", "Cc"} {
+		list, _ := h.AddressList(field)
+		for _, a := range list {
+			if plainAddress(a.Address) {
+				m.Recipients = append(m.Recipients, strings.ToLower(a.Address))
+			}
+		}
+	}
 	if m.Subject, err = h.Subject(); err != nil {
 		m.Subject = h.Get("Subject")
 	}

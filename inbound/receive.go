@@ -66,6 +66,10 @@ type Envelope struct {
 	MailFrom string // the reverse path; "" for the null sender of a report
 	Helo     string
 	ClientIP net.IP // nil when not known (a mailbox fetcher)
+	// Source is the mailbox a fetched mail comes from: its address and
+	// the plus forms of it that the mail's headers name stand for the
+	// recipients it has none of.
+	Source *desk.MailSource
 }
 
 // ErrLineTooLong is a message with a line longer than MaxLine.
@@ -120,13 +124,24 @@ func (rc *Receiver) ReceiveFrom(ctx context.Context, env *Envelope, r io.Reader)
 		return nil, err
 	}
 	msg.RawGzip = raw
+	rcpts := env.Rcpts
+	if src := env.Source; src != nil {
+		msg.Source = src
+		rcpts = []string{src.Address}
+		_, domain, _ := strings.Cut(src.Address, "@")
+		for _, r := range msg.Recipients {
+			if strings.HasSuffix(r, "@"+domain) && r != src.Address {
+				rcpts = append(rcpts, r)
+			}
+		}
+	}
 	if msg.From != "" {
 		_, domain, _ := strings.Cut(msg.From, "@")
 		v := rc.auth.Check(ctx, &senderauth.Mail{FromDomain: domain, Results: msg.AuthResults, Raw: unzip,
 			ClientIP: env.ClientIP, Helo: env.Helo, MailFrom: env.MailFrom})
 		msg.Verdict, msg.VerdictDetail = v.Result, v.Detail
 	}
-	out, err := rc.desk.FileInbound(ctx, env.Rcpts, msg)
+	out, err := rc.desk.FileInbound(ctx, rcpts, msg)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+	"github.com/helpdesk-dev/helpdesk/oauth"
 )
 
 // RelayConfig says where outbound mail goes and how long each phase may take.
@@ -35,6 +36,16 @@ type RelayConfig struct {
 	// Captures: the server is the in-process sink of a service without a
 	// relay; what it takes is captured, not sent, and must be shown so.
 	Captures bool
+
+	// Tokens sign in with XOAUTH2, for a URL with ?auth=xoauth2: an
+	// access token valid now, and a way to say the server refused it.
+	Tokens TokenSource
+}
+
+// TokenSource gives OAuth access tokens (oauth.Tokens is one).
+type TokenSource interface {
+	Token(ctx context.Context) (string, error)
+	Refused()
 }
 
 // Relay sends mail to one SMTP server. It is safe for concurrent use; each
@@ -46,6 +57,7 @@ type Relay struct {
 	implicitTLS bool
 	tlsMode     string // "opportunistic", "required" or "none"
 	auth        func() sasl.Client
+	oauthUser   string // with ?auth=xoauth2
 }
 
 // NewRelay checks the configuration. Its errors never hold the URL: it
@@ -78,6 +90,19 @@ func NewRelay(config RelayConfig) (*Relay, error) {
 	default:
 		return nil, fmt.Errorf("tls=required, opportunistic or none, not tls=%q", mode)
 	}
+	switch a := u.Query().Get("auth"); {
+	case a == "xoauth2":
+		if u.User == nil || u.User.Username() == "" {
+			return nil, errors.New("auth=xoauth2 with the account as the URL's user, such as smtp://support%40example.com@smtp.office365.com:587?auth=xoauth2&mailbox=support")
+		}
+		if u.Query().Get("mailbox") == "" {
+			return nil, errors.New("auth=xoauth2 with the mailbox whose OAuth tokens sign in: &mailbox=NAME (helpdesk mailbox connect NAME)")
+		}
+		r.oauthUser = u.User.Username()
+		return r.finish(), nil
+	case a != "":
+		return nil, fmt.Errorf("auth=xoauth2, or no auth parameter (PLAIN with the URL's password), not auth=%q", a)
+	}
 	if u.User != nil {
 		user := u.User.Username()
 		pass, _ := u.User.Password()
@@ -86,14 +111,28 @@ func NewRelay(config RelayConfig) (*Relay, error) {
 		}
 		r.auth = func() sasl.Client { return sasl.NewPlainClient("", user, pass) }
 	}
-	if config.HeloName == "" {
+	return r.finish(), nil
+}
+
+// OAuthMailbox is the mailbox whose tokens a URL with ?auth=xoauth2 signs
+// in with; "" for another URL.
+func OAuthMailbox(relayURL string) string {
+	u, err := url.Parse(relayURL)
+	if err != nil || u.Query().Get("auth") != "xoauth2" {
+		return ""
+	}
+	return u.Query().Get("mailbox")
+}
+
+func (r *Relay) finish() *Relay {
+	if r.config.HeloName == "" {
 		r.config.HeloName = "localhost"
 	}
 	setDefault(&r.config.DialTimeout, 15*time.Second)
 	setDefault(&r.config.CommandTimeout, time.Minute)
 	setDefault(&r.config.BodyTimeout, 2*time.Minute)
 	setDefault(&r.config.ReplyTimeout, 5*time.Minute)
-	return r, nil
+	return r
 }
 
 func setDefault(d *time.Duration, v time.Duration) {
@@ -219,6 +258,12 @@ func (r *Relay) connect(ctx context.Context) (*smtp.Client, *limitConn, error) {
 	if err := c.Hello(r.config.HeloName); err != nil {
 		c.Close()
 		return nil, nil, asSMTPError(PhaseConnect, err)
+	}
+	if r.oauthUser != "" {
+		if err := r.authXOAUTH2(ctx, c); err != nil {
+			c.Close()
+			return nil, nil, err
+		}
 	}
 	if r.auth != nil {
 		if err := c.Auth(r.auth()); err != nil {
@@ -373,4 +418,30 @@ func (r *Relay) tlsConfig() *tls.Config {
 		return r.config.TLSConfig.Clone()
 	}
 	return &tls.Config{ServerName: r.host, MinVersion: tls.VersionTLS12}
+}
+
+// authXOAUTH2 signs in with an access token; a refused one is refreshed
+// and tried once more on the same connection.
+func (r *Relay) authXOAUTH2(ctx context.Context, c *smtp.Client) error {
+	if r.config.Tokens == nil {
+		return &ConfigError{Msg: "the relay's URL asks for XOAUTH2 but this process has no token source for it"}
+	}
+	for try := 0; ; try++ {
+		token, err := r.config.Tokens.Token(ctx)
+		if err != nil {
+			return &ConfigError{Msg: "no OAuth token for the relay: " + err.Error()}
+		}
+		err = c.Auth(oauth.NewXOAUTH2(r.oauthUser, token))
+		if err == nil {
+			return nil
+		}
+		var se *smtp.SMTPError
+		if !errors.As(err, &se) || se.Code < 500 {
+			return asSMTPError(PhaseConnect, err)
+		}
+		if try == 1 {
+			return &ConfigError{Msg: "the server refused our OAuth token: " + se.Error()}
+		}
+		r.config.Tokens.Refused()
+	}
 }

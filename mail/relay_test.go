@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -232,5 +233,56 @@ func TestRelayBodyWriteHasADeadline(t *testing.T) {
 	var ce *mail.ConnError
 	if !errors.As(res.Err, &ce) || ce.Phase != mail.PhaseData || res.Uncertain || time.Since(start) > 30*time.Second {
 		t.Errorf("result %+v (%v) after %s; want a data-phase timeout, certain that nothing was delivered", res, res.Err, time.Since(start))
+	}
+}
+
+// tokens hands out "expired" until told the server refused it, then "fresh".
+type tokens struct {
+	mu      sync.Mutex
+	refused int
+}
+
+func (k *tokens) Token(context.Context) (string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.refused == 0 {
+		return "expired", nil
+	}
+	return "fresh", nil
+}
+
+func (k *tokens) Refused() {
+	k.mu.Lock()
+	k.refused++
+	k.mu.Unlock()
+}
+
+func TestRelayXOAUTH2RefreshesARefusedToken(t *testing.T) {
+	t.Parallel()
+	srv := smtptest.StartWith(t, smtptest.Options{StartTLS: true, Tokens: func(user string) string {
+		if user != "support@example.org" {
+			return ""
+		}
+		return "fresh"
+	}})
+	k := &tokens{}
+	r, err := mail.NewRelay(mail.RelayConfig{URL: "smtp://support%40example.org@" + srv.Addr + "?auth=xoauth2&mailbox=support", HeloName: "helpdesk.example.com",
+		CommandTimeout: 5 * time.Second, TLSConfig: &tls.Config{RootCAs: srv.RootCAs(), ServerName: "127.0.0.1"}, Tokens: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := r.Send(context.Background(), env, raw); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if got := srv.Deliveries(); len(got) != 1 || got[0].User != "support@example.org" || k.refused != 1 {
+		t.Errorf("deliveries %+v after %d refusals", got, k.refused)
+	}
+	if mail.OAuthMailbox("smtp://u@h:587?auth=xoauth2&mailbox=support") != "support" {
+		t.Error("the URL's mailbox is not read")
+	}
+	for _, bad := range []string{"smtp://h:587?auth=xoauth2&mailbox=x", "smtp://u@h:587?auth=xoauth2", "smtp://u@h:587?auth=cram"} {
+		if _, err := mail.NewRelay(mail.RelayConfig{URL: bad}); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
 	}
 }

@@ -23,7 +23,13 @@ import (
 //     notification (its message number: the agent it went to is the
 //     notification's recipient) and the day after which it expires.
 //   - The envelope sender of an outbound message,
-//     bounces+1234.<mac>@domain, names the message a report is about.
+//     bounces+1234.<mac>@domain, names the message a report is about; at
+//     a support address the service only reads as a mailbox (IMAP), where
+//     bounces@ would go nowhere, it is support+bounces.1234.<mac>@domain.
+//
+// Reply addresses may be at any support address (SignAt): the MAC covers
+// what they name, not where; the caller checks that the recipient is one
+// of ours.
 type ReplyAddresses struct {
 	Local, Domain string   // support and helpdesk.example.com of support@helpdesk.example.com
 	Secret        []byte   // signs new addresses
@@ -72,13 +78,19 @@ func day(t time.Time) int64 { return t.UTC().Unix() / 86400 }
 // Sign returns the address an agent answers notification (a message of
 // ticketID) to, good until expires (to the end of that day, UTC).
 func (r *ReplyAddresses) Sign(ticketID string, notification int64, expires time.Time) string {
+	return r.SignAt(r.Local+"@"+r.Domain, ticketID, notification, expires)
+}
+
+// SignAt is Sign at another support address (local@domain).
+func (r *ReplyAddresses) SignAt(address, ticketID string, notification int64, expires time.Time) string {
+	local, domain, _ := strings.Cut(address, "@")
 	n, e := strconv.FormatInt(notification, 10), strconv.FormatInt(day(expires), 10)
-	return r.Local + "+" + ticketID + ".n" + n + ".e" + e + "." + mac(r.Secret, "reply", ticketID, n, e) + "@" + r.Domain
+	return local + "+" + ticketID + ".n" + n + ".e" + e + "." + mac(r.Secret, "reply", ticketID, n, e) + "@" + domain
 }
 
 var (
 	signedReply  = regexp.MustCompile(`^([^+@]+)\+(t-[0-9]{1,18})\.n([0-9]{1,18})\.e([0-9]{1,9})\.([a-z2-7]{16})$`)
-	signedBounce = regexp.MustCompile(`^bounces\+([0-9]{1,18})\.([a-z2-7]{16})$`)
+	signedBounce = regexp.MustCompile(`^(?:bounces\+|[^+@]+\+bounces\.)([0-9]{1,18})\.([a-z2-7]{16})$`)
 )
 
 // Parse reads a reply address. ok is false when the address is not in the
@@ -86,12 +98,12 @@ var (
 // verifies with neither the secret nor a previous one, ErrExpired when
 // its day is past now.
 func (r *ReplyAddresses) Parse(address string, now time.Time) (reply Reply, ok bool, err error) {
-	local, domain, found := strings.Cut(address, "@")
-	if !found || !strings.EqualFold(domain, r.Domain) {
+	local, _, found := strings.Cut(address, "@")
+	if !found {
 		return Reply{}, false, nil
 	}
 	m := signedReply.FindStringSubmatch(strings.ToLower(local))
-	if m == nil || m[1] != strings.ToLower(r.Local) {
+	if m == nil {
 		return Reply{}, false, nil
 	}
 	ticketID := "T-" + strings.TrimPrefix(m[2], "t-")
@@ -114,12 +126,20 @@ func (r *ReplyAddresses) BounceAddress(messageID int64) string {
 	return "bounces+" + n + "." + mac(r.Secret, "bounce", n) + "@" + r.Domain
 }
 
+// BounceAddressAt is BounceAddress in the plus form of a support address
+// read as a mailbox: support+bounces.1234.<mac>@domain.
+func (r *ReplyAddresses) BounceAddressAt(address string, messageID int64) string {
+	local, domain, _ := strings.Cut(address, "@")
+	n := strconv.FormatInt(messageID, 10)
+	return local + "+bounces." + n + "." + mac(r.Secret, "bounce", n) + "@" + domain
+}
+
 // ParseBounce reads a bounce address: the message it names. ok is false
 // when the address is not in that form at all; err is ErrBadSignature
 // when it is but does not verify.
 func (r *ReplyAddresses) ParseBounce(address string) (messageID int64, ok bool, err error) {
-	local, domain, found := strings.Cut(address, "@")
-	if !found || !strings.EqualFold(domain, r.Domain) {
+	local, _, found := strings.Cut(address, "@")
+	if !found {
 		return 0, false, nil
 	}
 	m := signedBounce.FindStringSubmatch(strings.ToLower(local))

@@ -14,6 +14,9 @@ type SenderConfig struct {
 	Timeout    time.Duration // each SMTP command's deadline; the body may take twice that, the final reply five times
 	CaptureDir string
 	HeloName   string // the name we give in EHLO: the mail domain (a command's wiring)
+	// Tokens sign in to a relay whose URL says ?auth=xoauth2 (a command's
+	// wiring: the tokens of the URL's mailbox).
+	Tokens TokenSource
 }
 
 // Settings declares the sender's settings.
@@ -21,6 +24,7 @@ func (c *SenderConfig) Settings() []settings.Setting {
 	return []settings.Setting{
 		settings.Func("HELPDESK_SMTP_URL", "smtp-url", "",
 			"the relay: smtp://user:pass@host:587 (STARTTLS when offered; ?tls=required insists, ?tls=none never tries), smtps://user:pass@host:465, smtp://host:25; "+
+				"smtp://USER@smtp.office365.com:587?auth=xoauth2&mailbox=NAME signs in with the OAuth tokens of mailbox NAME (helpdesk mailbox connect); "+
 				"unset: mail is captured, not sent, in the Maildir of HELPDESK_CAPTURE_DIR",
 			func(v string) error {
 				if _, err := NewRelay(RelayConfig{URL: v}); err != nil {
@@ -46,5 +50,6 @@ func NewSender(c SenderConfig) (Sender, error) {
 		}
 		return m, nil
 	}
-	return NewRelay(RelayConfig{URL: c.URL, HeloName: c.HeloName, CommandTimeout: c.Timeout, BodyTimeout: 2 * c.Timeout, ReplyTimeout: 5 * c.Timeout})
+	return NewRelay(RelayConfig{URL: c.URL, HeloName: c.HeloName, CommandTimeout: c.Timeout, BodyTimeout: 2 * c.Timeout, ReplyTimeout: 5 * c.Timeout,
+		Tokens: c.Tokens})
 }

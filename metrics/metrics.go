@@ -64,6 +64,20 @@ var (
 	// InboundMessages counts inbound mail by what became of it.
 	InboundMessages = newCounterVec("helpdesk_inbound_messages_total",
 		"Inbound mail by outcome (new_ticket, reply, follow_up, duplicate, bounce, ignored, agent_replied, refused, tempfail, …).", "outcome")
+
+	// IMAPMessages counts the messages fetched from each mailbox by what
+	// became of them (the filing's outcomes, and refused, too_large).
+	IMAPMessages = newCounterVec("helpdesk_imap_messages_total",
+		"Messages fetched from IMAP mailboxes, by mailbox and outcome (new_ticket, reply, duplicate, …, refused, too_large).", "mailbox", "outcome")
+	// IMAPConnected is 1 while a process holds a mailbox's connection.
+	IMAPConnected = newGaugeVec("helpdesk_imap_connected",
+		"1 while this process is connected to the IMAP mailbox, else 0.", "mailbox")
+	// IMAPLastSuccess is when a mailbox was last fetched without error.
+	IMAPLastSuccess = newGaugeVec("helpdesk_imap_last_success_timestamp_seconds",
+		"When this process last fetched the IMAP mailbox without an error, as a Unix time.", "mailbox")
+	// IMAPUIDValidityResets counts the UIDVALIDITY changes seen.
+	IMAPUIDValidityResets = newCounterVec("helpdesk_imap_uidvalidity_resets_total",
+		"UIDVALIDITY changes of IMAP mailboxes: their folders are read again from the first message, once-only.", "mailbox")
 )
 
 // Handler serves the registry in the Prometheus exposition format.

@@ -35,6 +35,9 @@ type Ticket struct {
 	DraftWrittenAt        *time.Time
 	DraftJobID            *int64 // the triage job that wrote the draft
 	SolvedAt              *time.Time
+	// SupportAddress is the address the ticket came in on, whose From its
+	// mail carries; nil: the default address.
+	SupportAddress *string
 }
 
 // DraftIsCurrent reports whether the draft answers everything the customer
@@ -50,19 +53,24 @@ type InsertTicketParams struct {
 	Subject     string
 	FollowUpOf  string // the closed ticket this one follows, if any
 	TriageJobID *int64 // the job queued to triage it, when known before the ticket is written
+	// SupportAddress is the address it came in on; "" for the default.
+	SupportAddress string
+	// Team is the team of that address, set at once; "" for triage to choose.
+	Team string
 }
 
 // ErrUnknownCustomer is a ticket for a customer that does not exist.
 var ErrUnknownCustomer = fmt.Errorf("unknown customer: %w", ErrConflict)
 
 const ticketColumns = `id, customer_id, subject, status, team, priority, draft_reply, embedding, triage_job_id, created_at, updated_at,
-	assignee, follow_up_of, first_response_at, last_customer_message_at, draft_written_at, draft_job_id, solved_at`
+	assignee, follow_up_of, first_response_at, last_customer_message_at, draft_written_at, draft_job_id, solved_at, support_address`
 
 func scanTicket(row pgx.Row) (*Ticket, error) {
 	var t Ticket
 	if err := row.Scan(&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
 		&t.DraftReply, &t.Embedding, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
-		&t.Assignee, &t.FollowUpOf, &t.FirstResponseAt, &t.LastCustomerMessageAt, &t.DraftWrittenAt, &t.DraftJobID, &t.SolvedAt); err != nil {
+		&t.Assignee, &t.FollowUpOf, &t.FirstResponseAt, &t.LastCustomerMessageAt, &t.DraftWrittenAt, &t.DraftJobID, &t.SolvedAt,
+		&t.SupportAddress); err != nil {
 		return nil, interpretError(err)
 	}
 	return &t, nil
@@ -86,11 +94,11 @@ func (b *Batch) InsertTicket(p *InsertTicketParams, into *Ticket) {
 }
 
 // COALESCE evaluates nextval only when the caller brings no number.
-const insertTicketSQL = `INSERT INTO tickets (id, customer_id, subject, follow_up_of, triage_job_id, last_customer_message_at)
-	VALUES (COALESCE($1, 'T-' || nextval('ticket_number_seq')), $2, $3, $4, $5, now()) RETURNING ` + ticketColumns
+const insertTicketSQL = `INSERT INTO tickets (id, customer_id, subject, follow_up_of, triage_job_id, last_customer_message_at, support_address, team)
+	VALUES (COALESCE($1, 'T-' || nextval('ticket_number_seq')), $2, $3, $4, $5, now(), $6, $7) RETURNING ` + ticketColumns
 
 func insertTicketArgs(p *InsertTicketParams) []any {
-	return []any{nullIfEmpty(p.ID), p.CustomerID, p.Subject, nullIfEmpty(p.FollowUpOf), p.TriageJobID}
+	return []any{nullIfEmpty(p.ID), p.CustomerID, p.Subject, nullIfEmpty(p.FollowUpOf), p.TriageJobID, nullIfEmpty(p.SupportAddress), nullIfEmpty(p.Team)}
 }
 
 func insertedTicket(p *InsertTicketParams, row pgx.Row) (*Ticket, error) {

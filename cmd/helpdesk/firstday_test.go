@@ -78,3 +78,32 @@ func TestFirstDayMistakesSayWhatToDo(t *testing.T) {
 		}
 	})
 }
+
+func TestMailboxCommand(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": migratedURL(t)}
+	if code, _, stderr := runCmd(t, env, "agent", "add", "dana", "-email", "dana@example.org", "-team", "billing"); code != 0 {
+		t.Fatal(stderr)
+	}
+	code, stdout, stderr := runCmd(t, env, "mailbox", "add", "billing", "-imap", "imaps://billing%40example.org:Imap-S3cret@imap.example.org/INBOX",
+		"-address", "billing@example.org", "-team", "billing", "-from", "Example Billing <billing@example.org>")
+	if code != 0 || !strings.Contains(stdout, "mailbox billing") {
+		t.Fatalf("add: exit %d, %q %q", code, stdout, stderr)
+	}
+	for _, args := range [][]string{{"mailbox", "list"}, {"mailbox", "status", "billing"}} {
+		code, stdout, stderr := runCmd(t, env, args...)
+		if code != 0 || strings.Contains(stdout+stderr, "Imap-S3cret") || !strings.Contains(stdout, "billing@example.org") {
+			t.Errorf("%v: exit %d, %q %q", args, code, stdout, stderr)
+		}
+	}
+	if code, _, stderr := runCmd(t, env, "mailbox", "add", "x", "-imap", "ftp://a@b/", "-address", "x@example.org"); code != 2 || !strings.Contains(stderr, "-imap") {
+		t.Errorf("a bad URL: exit %d, %q", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, env, "mailbox", "add", "y", "-imap", "imaps://y@imap.example.org/", "-address", "y@example.org", "-team", "nobody"); code != 2 ||
+		!strings.Contains(stderr, "no such team") {
+		t.Errorf("an unknown team: exit %d, %q", code, stderr)
+	}
+	if code, stdout, _ := runCmd(t, env, "mailbox", "disable", "billing"); code != 0 || !strings.Contains(stdout, "disabled") {
+		t.Errorf("disable: exit %d, %q", code, stdout)
+	}
+}

@@ -10,16 +10,19 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/helpdesk-dev/helpdesk/api"
 	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/fetcher"
 	"github.com/helpdesk-dev/helpdesk/inbound"
 	"github.com/helpdesk-dev/helpdesk/jobs"
 	"github.com/helpdesk-dev/helpdesk/mail"
 	"github.com/helpdesk-dev/helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/oauth"
 	"github.com/helpdesk-dev/helpdesk/provider"
 	"github.com/helpdesk-dev/helpdesk/provider/simulator"
 	"github.com/helpdesk-dev/helpdesk/settings"
@@ -46,6 +49,7 @@ type serveConfig struct {
 	Desk     desk.Config
 	Inbound  inbound.ServerConfig
 	Receiver inbound.ReceiverConfig
+	Fetcher  fetcher.Config
 	Mail     mail.SenderConfig
 	Provider provider.Config // BaseURL empty: start the simulator in-process
 
@@ -90,6 +94,8 @@ func (c *serveConfig) groups() []settings.Group {
 		{Title: "Outbound mail", Settings: c.Mail.Settings()},
 		{Title: "Inbound mail", About: "The listener, and whom it believes about a sender (docs/mail.md has the threat model).",
 			Settings: append(c.Inbound.Settings(), c.Receiver.Settings()...)},
+		{Title: "Mailboxes (IMAP)", About: "The workers fetch the mailboxes added with `helpdesk mailbox add` (docs/mail.md#mailboxes).",
+			Settings: c.Fetcher.Settings()},
 		{Title: "AI provider", Settings: c.Provider.Settings()},
 		{Title: "Queue and workers", About: "River's queues: attempts, backoff, timeouts, the provider's circuit breaker.", Settings: c.Jobs.Settings()},
 	}
@@ -234,6 +240,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	// with it, then (in a worker process) the workers that hold them.
 	cfg.Jobs.Logger, cfg.Desk.Logger, cfg.Receiver.Logger = logger, logger, logger
 	providerURL := cfg.Provider.BaseURL
+	relayTokens := &mailboxTokens{}
 	if works {
 		if providerURL == "" {
 			sim, err := simulator.Listen("127.0.0.1:0", simulator.DefaultSettings())
@@ -249,6 +256,9 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		if cfg.Jobs.Provider, err = provider.New(providerConfig); err != nil {
 			return err
 		}
+		if relayTokens.name = mail.OAuthMailbox(cfg.Mail.URL); relayTokens.name != "" {
+			cfg.Mail.Tokens = relayTokens
+		}
 		if cfg.Desk.Delivery.Sender, err = mail.NewSender(cfg.Mail); err != nil {
 			return err
 		}
@@ -262,6 +272,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		return err
 	}
 	cases := desk.New(pool, queue, cfg.Desk)
+	relayTokens.bind(cases)
 	var workers *jobs.Workers
 	if works {
 		if workers, err = jobs.NewWorkers(pool, queue, cases); err != nil {
@@ -339,8 +350,9 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	defer stopGauges()
 	go queue.RunGauges(gaugesCtx, cfg.MetricsInterval)
 
+	receiver := inbound.NewReceiver(cases, cfg.Receiver) // the listener's and the fetchers': one bound on parses
 	if servesAPI && cfg.Inbound.Addr != "" {
-		inboundServer := inbound.NewServer(inbound.NewReceiver(cases, cfg.Receiver), cfg.Inbound)
+		inboundServer := inbound.NewServer(receiver, cfg.Inbound)
 		inboundLn, err := net.Listen("tcp", cfg.Inbound.Addr)
 		if err != nil {
 			return fmt.Errorf("listen on HELPDESK_INBOUND_ADDR %s: %w", cfg.Inbound.Addr, err)
@@ -353,12 +365,21 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		logger.Info("receiving mail", slog.String("addr", inboundLn.Addr().String()), slog.Bool("lmtp", cfg.Inbound.LMTP))
 	}
 
+	fetched := make(chan struct{})
+	fetchCtx, stopFetching := context.WithCancel(ctx)
+	defer stopFetching()
 	if works {
 		// The queue runs on a context of its own: a signal must lead to the
 		// graceful Stop below, not to River's immediate cancellation.
 		if err := workers.Start(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
+		// The mailboxes: each fetch files in a transaction of its own, so
+		// a signal may end them at once.
+		cfg.Fetcher.Logger, cfg.Fetcher.MaxBytes = logger, cfg.Inbound.MaxBytes
+		go func() { fetcher.New(cases, receiver, cfg.Fetcher).Run(fetchCtx); close(fetched) }()
+	} else {
+		close(fetched)
 	}
 	scheme := "http://"
 	if cfg.apiTLS != nil {
@@ -378,6 +399,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 	}
 
 	logger.Info("shutting down: no new jobs; running jobs may finish", slog.Duration("grace", cfg.ShutdownGrace))
+	stopFetching()
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
 	for _, srv := range servers {
@@ -389,6 +411,10 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		if err := workers.Stop(graceCtx); err != nil {
 			return err
 		}
+	}
+	select {
+	case <-fetched:
+	case <-graceCtx.Done():
 	}
 	logger.Info("stopped")
 	if listenErr != nil {
@@ -429,4 +455,46 @@ func loadTLS(certSetting, certFile, keySetting, keyFile string) (*tls.Config, er
 		return nil, usageErrorf("%s %s with %s %s: %v", certSetting, certFile, keySetting, keyFile, err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// mailboxTokens are the OAuth tokens of the mailbox a relay's URL names
+// (?auth=xoauth2&mailbox=NAME), read from it once the use cases exist and
+// kept in it as they are refreshed.
+type mailboxTokens struct {
+	name   string
+	mu     sync.Mutex
+	desk   *desk.Desk
+	tokens *oauth.Tokens
+}
+
+func (m *mailboxTokens) bind(d *desk.Desk) {
+	m.mu.Lock()
+	m.desk = d
+	m.mu.Unlock()
+}
+
+// Token is a valid access token of the mailbox.
+func (m *mailboxTokens) Token(ctx context.Context) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.tokens == nil {
+		if m.desk == nil {
+			return "", errors.New("the relay's tokens are read once the service runs")
+		}
+		t, err := m.desk.MailboxTokens(ctx, m.name)
+		if err != nil {
+			return "", err
+		}
+		m.tokens = t
+	}
+	return m.tokens.Token(ctx)
+}
+
+// Refused makes the next token a new one.
+func (m *mailboxTokens) Refused() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.tokens != nil {
+		m.tokens.Refused()
+	}
 }

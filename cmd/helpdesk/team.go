@@ -17,6 +17,19 @@ import (
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
+// nameAmongFlags takes a subcommand's NAME from after the flags, or from
+// between them (Go's flag package stops at the first argument that is not
+// a flag), when it did not come first; the flags after it are parsed too.
+func (fs *flagSet) nameAmongFlags(name string) (string, error) {
+	for name == "" && fs.NArg() > 0 && !strings.HasPrefix(fs.Arg(0), "-") {
+		name = fs.Arg(0)
+		if err := fs.parse(fs.Args()[1:]); err != nil {
+			return "", err
+		}
+	}
+	return name, nil
+}
+
 // subcommand splits `CMD SUB [NAME] [flags]`: the subcommand, a leading
 // positional name if the subcommand takes one, and the rest for the flags
 // (Go's flag package stops at the first argument that is not a flag).
@@ -53,9 +66,9 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	// NAME may come after the flags too, or between them.
-	for name == "" && (sub == "add" || sub == "disable") && fs.NArg() > 0 && !strings.HasPrefix(fs.Arg(0), "-") {
-		name = fs.Arg(0)
-		if err := fs.parse(fs.Args()[1:]); err != nil {
+	if sub == "add" || sub == "disable" {
+		var err error
+		if name, err = fs.nameAmongFlags(name); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/helpdesk-dev/helpdesk/internal/testcert"
+	"github.com/helpdesk-dev/helpdesk/oauth"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -81,6 +82,7 @@ type Server struct {
 	got      []Delivery
 	held     []net.Conn
 	users    map[string]string
+	tokens   func(user string) string
 	roots    *x509.CertPool
 	closed   chan struct{}
 	once     sync.Once
@@ -94,6 +96,9 @@ type Options struct {
 	StartTLS    bool              // offer STARTTLS with a self-signed certificate for 127.0.0.1
 	ImplicitTLS bool              // speak TLS from the first byte, as on port 465
 	Users       map[string]string // accept AUTH PLAIN for these user → password; nil: no AUTH
+	// Tokens, if set, takes AUTH XOAUTH2 instead: the one access token
+	// valid for a user now ("" for none).
+	Tokens func(user string) string
 	// Maildir, if set, is a folder in Maildir layout (tmp, new, cur) where
 	// each accepted message is also written, for a person to read.
 	Maildir string
@@ -131,7 +136,7 @@ func listen(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Addr: ln.Addr().String(), users: opts.Users, closed: make(chan struct{}), maildir: opts.Maildir, forward: opts.Forward}
+	s := &Server{Addr: ln.Addr().String(), users: opts.Users, tokens: opts.Tokens, closed: make(chan struct{}), maildir: opts.Maildir, forward: opts.Forward}
 	if s.maildir != "" {
 		for _, sub := range []string{"tmp", "new", "cur"} {
 			if err := os.MkdirAll(filepath.Join(s.maildir, sub), 0o755); err != nil {
@@ -286,7 +291,7 @@ func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 		return nil, errors.New("smtptest: unexpected connection type")
 	}
 	sess := &session{server: s, conn: sc, smtp: c, helo: c.Hostname()}
-	if s.users != nil {
+	if s.users != nil || s.tokens != nil {
 		return &authSession{session: sess}, nil
 	}
 	return sess, nil
@@ -303,7 +308,7 @@ type session struct {
 }
 
 func (s *session) Mail(from string, _ *smtp.MailOptions) error {
-	if s.server.users != nil && s.user == "" {
+	if (s.server.users != nil || s.server.tokens != nil) && s.user == "" {
 		return smtp.ErrAuthRequired
 	}
 	s.from = from
@@ -313,9 +318,44 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 // authSession asks for AUTH PLAIN.
 type authSession struct{ *session }
 
-func (s *authSession) AuthMechanisms() []string { return []string{sasl.Plain} }
+func (s *authSession) AuthMechanisms() []string {
+	if s.server.tokens != nil {
+		return []string{oauth.XOAUTH2}
+	}
+	return []string{sasl.Plain}
+}
 
-func (s *authSession) Auth(string) (sasl.Server, error) {
+// xoauth2 checks a client's XOAUTH2 response: a refused token gets the
+// JSON challenge, then 535, as Google and Microsoft answer.
+type xoauth2 struct {
+	session *authSession
+	failed  bool
+}
+
+func (x *xoauth2) Next(response []byte) ([]byte, bool, error) {
+	refused := &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "Authentication failed"}
+	if x.failed {
+		return nil, true, refused
+	}
+	user, token, err := oauth.ParseXOAUTH2(response)
+	if err != nil {
+		return nil, true, refused
+	}
+	if want := x.session.server.tokens(user); want == "" || want != token {
+		x.failed = true
+		return oauth.FailureChallenge(), false, nil
+	}
+	x.session.user = user
+	return nil, true, nil
+}
+
+func (s *authSession) Auth(mech string) (sasl.Server, error) {
+	if s.server.tokens != nil {
+		if mech != oauth.XOAUTH2 {
+			return nil, &smtp.SMTPError{Code: 504, EnhancedCode: smtp.EnhancedCode{5, 5, 4}, Message: "Only XOAUTH2"}
+		}
+		return &xoauth2{session: s}, nil
+	}
 	return sasl.NewPlainServer(func(_, user, pass string) error {
 		if want, ok := s.server.users[user]; !ok || want != pass {
 			return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "Authentication failed"}

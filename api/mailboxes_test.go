@@ -1,0 +1,44 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/store"
+)
+
+func TestMailboxesAreAdminsAndShowNoSecret(t *testing.T) {
+	t.Parallel()
+	b := jobstest.Setup(t)
+	ab := serveAPI(t, b, b.NewQueue(t), 0)
+	if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "bilal", DisplayName: "Bilal", Email: "bilal@support.example.com",
+		Teams: []string{"billing"}}); err != nil {
+		t.Fatal(err)
+	}
+	bilal := ab.key(t, "agent:bilal")
+	body := []byte(`{"name": "billing", "imap_url": "imaps://billing%40example.org:S3cret-imap@imap.example.org/INBOX", "address": "billing@example.org",
+		"team": "billing", "from": "Example Billing <billing@example.org>"}`)
+	status, _, resp := ab.do(t, bilal, "POST", "/v1/mailboxes", body, "")
+	requireError(t, status, resp, 403, "forbidden")
+	status, _, resp = ab.do(t, ab.agent, "POST", "/v1/mailboxes", body, "")
+	if status != 201 || resp["imap_url"] != "imaps://billing%40example.org@imap.example.org:993/INBOX" || resp["after_import"] != "move" {
+		t.Fatalf("add: %d %v", status, resp)
+	}
+	for _, path := range []string{"/v1/mailboxes", "/v1/mailboxes/billing"} {
+		_, _, got := ab.do(t, ab.agent, "GET", path, nil, "")
+		if strings.Contains(string(mustJSON(got)), "S3cret") {
+			t.Errorf("%s shows the password: %v", path, got)
+		}
+	}
+	status, _, resp = ab.do(t, ab.agent, "POST", "/v1/mailboxes", []byte(`{"name": "x", "imap_url": "ftp://a@b/", "address": "x@example.org"}`), "")
+	requireError(t, status, resp, 422, "invalid_imap_url")
+	status, _, resp = ab.do(t, ab.agent, "PATCH", "/v1/mailboxes/billing", []byte(`{"disabled": true}`), "")
+	if status != 200 || resp["disabled_at"] == nil {
+		t.Errorf("disable: %d %v", status, resp)
+	}
+	status, _, resp = ab.do(t, ab.agent, "GET", "/v1/mailboxes/nope", nil, "")
+	if status != 404 || resp["message"] != "mailbox nope not found" {
+		t.Errorf("an unknown mailbox: %d %v", status, resp)
+	}
+}

@@ -1,0 +1,189 @@
+package desk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/oauth"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"golang.org/x/oauth2"
+)
+
+// MailboxName is what a mailbox may be called.
+var MailboxName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// The ways a fetched message is left in its mailbox. Never deleted.
+const (
+	AfterImportMove = "move" // to the processed folder (the default)
+	AfterImportFlag = "flag" // a keyword on it, $HelpdeskImported
+	AfterImportKeep = "keep" // as it was: the checkpoint alone says it was filed
+)
+
+// ErrInvalidMailbox is a mailbox that cannot be as asked.
+var ErrInvalidMailbox = errors.New("invalid mailbox")
+
+// MailboxParams are a mailbox to add or change; the URL is the fetcher's,
+// parsed by it, without its password.
+type MailboxParams struct {
+	Name            string
+	IMAPURL         string
+	Password        string
+	Address         string        // the support address its mail is to
+	From            *mail.Address // its replies' From; default the address with HELPDESK_FROM's name
+	Team            string        // its tickets' team; "" for triage to choose
+	ProcessedFolder string        // default Processed
+	AfterImport     string        // default move
+	OAuth           *store.OAuth
+}
+
+// AddMailbox adds a mailbox, or changes how it is reached and where its
+// mail goes; its checkpoint stays. Its address becomes a support address
+// with its From name and team. A team no agent is in is refused.
+func (d *Desk) AddMailbox(ctx context.Context, p *MailboxParams) (*store.Mailbox, error) {
+	if !MailboxName.MatchString(p.Name) {
+		return nil, fmt.Errorf("%w: name %q: lower case letters, digits, . _ - (up to 64)", ErrInvalidMailbox, p.Name)
+	}
+	a, err := mail.ParseAddress(p.Address)
+	if err != nil || a.Name != "" || strings.Contains(a.Address, "+") {
+		return nil, fmt.Errorf("%w: address %q: want one plain address such as support@example.com", ErrInvalidMailbox, p.Address)
+	}
+	if p.ProcessedFolder == "" {
+		p.ProcessedFolder = "Processed"
+	}
+	if p.AfterImport == "" {
+		p.AfterImport = AfterImportMove
+	}
+	if !slices.Contains([]string{AfterImportMove, AfterImportFlag, AfterImportKeep}, p.AfterImport) {
+		return nil, fmt.Errorf("%w: after import %q: move, flag or keep", ErrInvalidMailbox, p.AfterImport)
+	}
+	row := &store.SupportAddress{Address: strings.ToLower(a.Address)}
+	if p.From != nil {
+		if !strings.EqualFold(p.From.Address, a.Address) {
+			return nil, fmt.Errorf("%w: -from %s: its address must be the mailbox's, %s", ErrInvalidMailbox, p.From, a.Address)
+		}
+		row.FromName = p.From.Name
+	}
+	st := store.New(d.pool)
+	if p.Team != "" {
+		teams, err := st.Teams(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(teams, p.Team) {
+			return nil, fmt.Errorf("%w: %q (teams: %v)", ErrUnknownTeam, p.Team, teams)
+		}
+		row.Team = &p.Team
+	}
+	err = store.Run(ctx, d.pool, func(tx *store.Tx) error {
+		if err := tx.Store().UpsertSupportAddress(ctx, row); err != nil {
+			return err
+		}
+		return tx.Store().UpsertMailbox(ctx, &store.Mailbox{Name: p.Name, Address: row.Address, IMAPURL: p.IMAPURL, Password: p.Password,
+			ProcessedFolder: p.ProcessedFolder, AfterImport: p.AfterImport, OAuth: p.OAuth})
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.addresses.mu.Lock()
+	delete(d.addresses.rows, row.Address)
+	d.addresses.mu.Unlock()
+	return st.GetMailbox(ctx, p.Name)
+}
+
+// Mailboxes lists the mailboxes with where their fetching stands.
+func (d *Desk) Mailboxes(ctx context.Context) ([]*store.Mailbox, error) {
+	return store.New(d.pool).ListMailboxes(ctx)
+}
+
+// Mailbox is one mailbox; store.ErrNotFound for none.
+func (d *Desk) Mailbox(ctx context.Context, name string) (*store.Mailbox, error) {
+	return store.New(d.pool).GetMailbox(ctx, name)
+}
+
+// DisableMailbox stops fetching a mailbox; its checkpoint stays, so it
+// goes on where it stopped once added again.
+func (d *Desk) DisableMailbox(ctx context.Context, name string) error {
+	return store.New(d.pool).DisableMailbox(ctx, name)
+}
+
+// ClaimMailbox takes or renews a fetcher's lease on a mailbox.
+func (d *Desk) ClaimMailbox(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	return store.New(d.pool).ClaimMailbox(ctx, name, holder, ttl)
+}
+
+// ReleaseMailbox gives a lease up.
+func (d *Desk) ReleaseMailbox(ctx context.Context, name, holder string) error {
+	return store.New(d.pool).ReleaseMailbox(ctx, name, holder)
+}
+
+// MailboxSelected records the UIDVALIDITY its folder has: a new one
+// restarts the checkpoint (the mail is filed once all the same: a mail
+// stored already is a duplicate) and says so.
+func (d *Desk) MailboxSelected(ctx context.Context, name string, uidvalidity int64) (reset bool, err error) {
+	return store.New(d.pool).SetMailboxUIDValidity(ctx, name, uidvalidity)
+}
+
+// PendingMoves are the filed messages a fetcher still has to move.
+func (d *Desk) PendingMoves(ctx context.Context, name string, uidvalidity int64) ([]int64, error) {
+	return store.New(d.pool).PendingMoves(ctx, name, uidvalidity)
+}
+
+// MovesDone forgets moves that were done.
+func (d *Desk) MovesDone(ctx context.Context, name string, uidvalidity int64, uids []int64) error {
+	return store.New(d.pool).MovesDone(ctx, name, uidvalidity, uids)
+}
+
+// SkipMailboxMessage moves the checkpoint past a message that will never
+// be filed (no sender, unreadable): it stays in the mailbox, and is not
+// fetched again.
+func (d *Desk) SkipMailboxMessage(ctx context.Context, s *MailSource) error {
+	var b store.Batch
+	b.AdvanceMailbox(s.Mailbox, s.UIDValidity, s.UID, false)
+	return store.New(d.pool).Send(ctx, &b)
+}
+
+// MailboxOK records that a mailbox was fetched.
+func (d *Desk) MailboxOK(ctx context.Context, name string) error {
+	return store.New(d.pool).MailboxOK(ctx, name)
+}
+
+// MailboxFailed records why a mailbox could not be fetched.
+func (d *Desk) MailboxFailed(ctx context.Context, name, why string) error {
+	return store.New(d.pool).MailboxFailed(ctx, name, why)
+}
+
+// MailboxTokens are a connected mailbox's OAuth tokens, refreshed as they
+// expire and kept in its row: for XOAUTH2 over IMAP, and over SMTP for a
+// relay of the same account.
+func (d *Desk) MailboxTokens(ctx context.Context, name string) (*oauth.Tokens, error) {
+	mb, err := d.Mailbox(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	o := mb.OAuth
+	if o == nil {
+		return nil, fmt.Errorf("mailbox %s signs in with a password, not OAuth: run helpdesk mailbox connect %s", name, name)
+	}
+	kept := &oauth2.Token{AccessToken: o.AccessToken, RefreshToken: o.RefreshToken}
+	if o.ExpiresAt != nil {
+		kept.Expiry = *o.ExpiresAt
+	}
+	client := &oauth.Client{Provider: o.Provider, ClientID: o.ClientID, ClientSecret: o.ClientSecret, TokenURL: o.TokenURL}
+	if o.Scopes != "" {
+		client.Scopes = strings.Fields(o.Scopes)
+	}
+	return oauth.NewTokens(client, kept, func(ctx context.Context, tok *oauth2.Token) error {
+		return d.SetMailboxTokens(ctx, name, tok.AccessToken, tok.RefreshToken, tok.Expiry)
+	})
+}
+
+// SetMailboxTokens keeps a mailbox's OAuth tokens.
+func (d *Desk) SetMailboxTokens(ctx context.Context, name, access, refresh string, expires time.Time) error {
+	return store.New(d.pool).SetMailboxTokens(ctx, name, access, refresh, expires)
+}

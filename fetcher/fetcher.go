@@ -1,0 +1,686 @@
+// Package fetcher takes the mail of the IMAP mailboxes teams already have and files it as the listener files what it receives: exactly once, across crashes.
+//
+// It is an edge of its own, beside inbound/'s listener, because a mailbox
+// is read, not delivered to: the fetcher holds a lease on it, keeps a
+// checkpoint of its folder (UIDVALIDITY and the last UID filed, advanced
+// in the transaction that files each message), reads without touching a
+// flag (BODY.PEEK[]), moves what it filed only after the commit, and
+// waits for more with IDLE. Each mailbox runs on its own and fails alone.
+package fetcher
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/helpdesk-dev/helpdesk/backoff"
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/oauth"
+	"github.com/helpdesk-dev/helpdesk/settings"
+	"github.com/helpdesk-dev/helpdesk/store"
+)
+
+// Config is how the fetchers of a process work; zero values take the
+// defaults of Settings.
+type Config struct {
+	// Poll is how often a mailbox whose server has no IDLE is looked at,
+	// and how often new and disabled mailboxes are noticed.
+	Poll time.Duration
+	// Lease is how long a process holds a mailbox without renewing: the
+	// longest another waits after this one died.
+	Lease time.Duration
+	// MaxBytes is the largest message fetched whole; a larger one is kept
+	// as its headers with a note (the listener's HELPDESK_INBOUND_MAX_BYTES).
+	MaxBytes int64
+	// Backoff spaces the reconnections of a mailbox that fails.
+	Backoff backoff.Backoff
+	// Timeout bounds each IMAP command.
+	Timeout time.Duration
+	// TLS is the client's TLS configuration (the test's roots); nil: the
+	// system's.
+	TLS    *tls.Config
+	Logger *slog.Logger
+	// Holder names this process in leases; default host and a random part.
+	Holder string
+}
+
+// Settings declares the fetchers' settings.
+func (c *Config) Settings() []settings.Setting {
+	return []settings.Setting{
+		settings.Duration(&c.Poll, "HELPDESK_IMAP_POLL", "imap-poll", "60s",
+			"how often a mailbox whose server has no IDLE is looked at, and how soon a mailbox added or disabled is noticed (at most 10s)"),
+		settings.Duration(&c.Lease, "HELPDESK_IMAP_LEASE", "imap-lease", "90s",
+			"a worker holds each mailbox this long without renewing it: the longest another waits once that worker died"),
+	}
+}
+
+// Fetchers fetch every enabled mailbox, each in its own loop, while they
+// run.
+type Fetchers struct {
+	desk     *desk.Desk
+	receiver *inbound.Receiver
+	config   Config
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	running map[string]context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// New returns the fetchers of a process, filing with d through rc.
+func New(d *desk.Desk, rc *inbound.Receiver, config Config) *Fetchers {
+	settings.Defaults(config.Settings())
+	if config.MaxBytes <= 0 {
+		config.MaxBytes = 30 << 20
+	}
+	if config.Backoff.Base <= 0 {
+		config.Backoff = backoff.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute}
+	}
+	if config.Timeout <= 0 {
+		config.Timeout = 2 * time.Minute
+	}
+	if config.Logger == nil {
+		config.Logger = slog.Default()
+	}
+	if config.Holder == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		config.Holder = host + "-" + hex.EncodeToString(b)
+	}
+	return &Fetchers{desk: d, receiver: rc, config: config, log: config.Logger, running: map[string]context.CancelFunc{}}
+}
+
+// Run fetches until ctx ends: it starts a loop for every enabled mailbox
+// and stops the loops of those disabled, looking again every Poll (at
+// most 10s), and waits for the loops to end.
+func (f *Fetchers) Run(ctx context.Context) {
+	every := min(f.config.Poll, 10*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		f.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			f.mu.Lock()
+			for _, cancel := range f.running {
+				cancel()
+			}
+			f.mu.Unlock()
+			f.wg.Wait()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (f *Fetchers) reconcile(ctx context.Context) {
+	list, err := f.desk.Mailboxes(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.WarnContext(ctx, "mailboxes: could not list them", slog.Any("error", err))
+		}
+		return
+	}
+	enabled := map[string]bool{}
+	for _, m := range list {
+		if m.DisabledAt == nil {
+			enabled[m.Name] = true
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for name, cancel := range f.running {
+		if !enabled[name] {
+			cancel()
+			delete(f.running, name)
+		}
+	}
+	for name := range enabled {
+		if _, ok := f.running[name]; ok {
+			continue
+		}
+		mctx, cancel := context.WithCancel(ctx)
+		f.running[name] = cancel
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			f.loop(mctx, name)
+		}()
+	}
+}
+
+// loop fetches one mailbox for as long as ctx lasts: it takes the lease
+// when it is free, runs sessions, and after a failure waits with backoff;
+// its failures are its own.
+func (f *Fetchers) loop(ctx context.Context, name string) {
+	failures := 0
+	for ctx.Err() == nil {
+		held, err := f.desk.ClaimMailbox(ctx, name, f.config.Holder, f.config.Lease)
+		switch {
+		case err != nil:
+			failures++
+		case !held:
+			// Another process has it: look again before its lease ends.
+			sleep(ctx, f.config.Lease/3)
+			continue
+		default:
+			err = f.session(ctx, name)
+			if ctx.Err() != nil {
+				_ = f.desk.ReleaseMailbox(context.WithoutCancel(ctx), name, f.config.Holder)
+				metrics.IMAPConnected.WithLabelValues(name).Set(0)
+				return
+			}
+			if err == nil {
+				failures = 0
+				continue
+			}
+			failures++
+		}
+		metrics.IMAPConnected.WithLabelValues(name).Set(0)
+		f.log.WarnContext(ctx, "mailbox: fetching failed; trying again", slog.String("mailbox", name), slog.Any("error", err))
+		_ = f.desk.MailboxFailed(ctx, name, err.Error())
+		sleep(ctx, f.config.Backoff.Wait(failures))
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// errLeaseLost ends a session whose lease another process took.
+var errLeaseLost = errors.New("the lease on the mailbox was lost")
+
+// session is one connection to a mailbox: sign in, select its folder,
+// finish the moves a crash left, file what is new, then wait for more
+// (IDLE, or Poll) and file again, renewing the lease, until something
+// fails or ctx ends.
+func (f *Fetchers) session(ctx context.Context, name string) error {
+	mb, err := f.desk.Mailbox(ctx, name)
+	if err != nil {
+		return err
+	}
+	ep, err := ParseURL(mb.IMAPURL)
+	if err != nil {
+		return fmt.Errorf("the mailbox's URL: %w", err)
+	}
+	if mb.Password != "" {
+		ep.Password = mb.Password
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go f.renew(ctx, cancel, name)
+
+	newMail := make(chan struct{}, 1)
+	conn, err := f.connect(ctx, ep, mb, newMail)
+	if err != nil {
+		return err
+	}
+	defer conn.close()
+	metrics.IMAPConnected.WithLabelValues(name).Set(1)
+
+	sel, err := conn.c.Select(ep.Folder, nil).Wait()
+	if err != nil {
+		return fmt.Errorf("select %s: %w", ep.Folder, err)
+	}
+	uidvalidity := int64(sel.UIDValidity)
+	reset, err := f.desk.MailboxSelected(ctx, name, uidvalidity)
+	if err != nil {
+		return err
+	}
+	if reset {
+		metrics.IMAPUIDValidityResets.WithLabelValues(name).Inc()
+		f.log.WarnContext(ctx, "mailbox: UIDVALIDITY changed: reading the folder again from its first message; what was filed is not filed twice",
+			slog.String("mailbox", name), slog.Int64("uidvalidity", uidvalidity))
+	}
+	if mb.AfterImport == desk.AfterImportMove {
+		if err := conn.ensureFolder(mb.ProcessedFolder); err != nil {
+			return err
+		}
+	}
+	for first := true; ; first = false {
+		if !first {
+			// A folder made anew (a server's migration, a restore) has a
+			// new UIDVALIDITY, and the selected one may go on looking
+			// empty: each round asks, and starts over on a change.
+			st, err := conn.c.Status(ep.Folder, &imap.StatusOptions{UIDValidity: true}).Wait()
+			if err != nil {
+				return fmt.Errorf("status of %s: %w", ep.Folder, err)
+			}
+			if int64(st.UIDValidity) != uidvalidity {
+				return fmt.Errorf("the UIDVALIDITY of %s changed from %d to %d: selecting it again", ep.Folder, uidvalidity, st.UIDValidity)
+			}
+		}
+		if err := f.fetchNew(ctx, conn, mb, ep, uidvalidity); err != nil {
+			return err
+		}
+		_ = f.desk.MailboxOK(ctx, name)
+		metrics.IMAPLastSuccess.WithLabelValues(name).SetToCurrentTime()
+		if err := conn.wait(ctx, newMail, f.config.Poll); err != nil {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				return cause
+			}
+			return err
+		}
+		if ctx.Err() != nil {
+			if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) {
+				return cause
+			}
+			return nil
+		}
+	}
+}
+
+// renew keeps the lease while the session runs, and ends the session when
+// it is lost.
+func (f *Fetchers) renew(ctx context.Context, cancel context.CancelCauseFunc, name string) {
+	t := time.NewTicker(f.config.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			held, err := f.desk.ClaimMailbox(ctx, name, f.config.Holder, f.config.Lease)
+			if err == nil && !held {
+				cancel(errLeaseLost)
+				return
+			}
+		}
+	}
+}
+
+// batch is how many messages are filed before their moves are done.
+const batch = 25
+
+// fetchNew files every message past the checkpoint, in UID order, and
+// moves (or flags) each batch once it is committed; first it does the
+// moves a crash left.
+func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, ep *Endpoint, uidvalidity int64) error {
+	pending, err := f.desk.PendingMoves(ctx, mb.Name, uidvalidity)
+	if err != nil {
+		return err
+	}
+	if err := f.afterImport(ctx, conn, mb, uidvalidity, pending); err != nil {
+		return err
+	}
+	current, err := f.desk.Mailbox(ctx, mb.Name)
+	if err != nil {
+		return err
+	}
+	last := current.LastUID
+	data, err := conn.c.UIDSearch(&imap.SearchCriteria{UID: []imap.UIDSet{{imap.UIDRange{Start: imap.UID(last + 1), Stop: 0}}}}, nil).Wait()
+	if err != nil {
+		return fmt.Errorf("search: %w", err)
+	}
+	var uids []imap.UID
+	for _, uid := range data.AllUIDs() {
+		if int64(uid) > last { // "last+1:*" names the last message even below last+1
+			uids = append(uids, uid)
+		}
+	}
+	var done []int64
+	sizes := map[imap.UID]int64{}
+	for i, uid := range uids {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if i%100 == 0 { // the sizes of the next hundred, in one command
+			set := imap.UIDSetNum(uids[i:min(i+100, len(uids))]...)
+			msgs, err := conn.c.Fetch(set, &imap.FetchOptions{UID: true, RFC822Size: true}).Collect()
+			if err != nil {
+				return fmt.Errorf("fetch sizes: %w", err)
+			}
+			for _, m := range msgs {
+				sizes[m.UID] = m.RFC822Size
+			}
+		}
+		size, ok := sizes[uid]
+		if !ok {
+			continue // expunged meanwhile
+		}
+		filed, err := f.fetchOne(ctx, conn, mb, uidvalidity, uid, size)
+		if err != nil {
+			return err
+		}
+		if filed && mb.AfterImport != desk.AfterImportKeep {
+			done = append(done, int64(uid))
+		}
+		if len(done) >= batch {
+			if err := f.afterImport(ctx, conn, mb, uidvalidity, done); err != nil {
+				return err
+			}
+			done = done[:0]
+		}
+	}
+	return f.afterImport(ctx, conn, mb, uidvalidity, done)
+}
+
+// fetchOne reads one message, without touching its flags, and files it;
+// filed says whether it is to be moved. A message the filing refuses for
+// good stays where it is and is passed by.
+func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, uidvalidity int64, uid imap.UID, size int64) (filed bool, err error) {
+	src := &desk.MailSource{Mailbox: mb.Name, Address: mb.Address, UIDValidity: uidvalidity, UID: int64(uid),
+		Pending: mb.AfterImport != desk.AfterImportKeep}
+	set := imap.UIDSetNum(uid)
+	section := &imap.FetchItemBodySection{Peek: true}
+	tooLarge := size > f.config.MaxBytes
+	if tooLarge {
+		section = &imap.FetchItemBodySection{Peek: true, Specifier: imap.PartSpecifierHeader}
+	}
+	cmd := conn.c.Fetch(set, &imap.FetchOptions{UID: true, BodySection: []*imap.FetchItemBodySection{section}})
+	defer cmd.Close()
+	msg := cmd.Next()
+	if msg == nil {
+		return false, cmd.Close() // expunged meanwhile
+	}
+	var body io.Reader
+	for item := msg.Next(); item != nil; item = msg.Next() {
+		if b, ok := item.(imapclient.FetchItemDataBodySection); ok && b.Literal != nil {
+			body = b.Literal
+			break
+		}
+	}
+	if body == nil {
+		return false, fmt.Errorf("UID %d came without its body", uid)
+	}
+	if tooLarge {
+		note := fmt.Sprintf("\r\n(This message had %d bytes, over the limit of %d: only its headers were fetched. It stays in the mailbox %s.)\r\n",
+			size, f.config.MaxBytes, mb.Name)
+		body = io.MultiReader(body, strings.NewReader(note))
+	}
+	out, err := f.receiver.ReceiveFrom(ctx, &inbound.Envelope{Source: src}, body)
+	// The literal must be read to its end before the next command.
+	_, _ = io.Copy(io.Discard, body)
+	if cerr := cmd.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("fetch UID %d: %w", uid, cerr)
+	}
+	switch {
+	case err == nil:
+		outcome := out.Kind
+		if tooLarge {
+			outcome = "too_large"
+		}
+		metrics.IMAPMessages.WithLabelValues(mb.Name, outcome).Inc()
+		return true, nil
+	case permanent(err):
+		metrics.IMAPMessages.WithLabelValues(mb.Name, "refused").Inc()
+		f.log.WarnContext(ctx, "mailbox: a message that cannot be filed is passed by and left where it is",
+			slog.String("mailbox", mb.Name), slog.Int64("uid", int64(uid)), slog.Any("error", err))
+		return false, f.desk.SkipMailboxMessage(ctx, &desk.MailSource{Mailbox: src.Mailbox, UIDValidity: uidvalidity, UID: int64(uid)})
+	default:
+		return false, err
+	}
+}
+
+// permanent reports whether the same bytes would fail again.
+func permanent(err error) bool {
+	return errors.Is(err, inbound.ErrUnparseable) || errors.Is(err, desk.ErrNoSender) || errors.Is(err, desk.ErrUnstorable) ||
+		errors.Is(err, inbound.ErrLineTooLong)
+}
+
+// afterImport moves (or flags) filed messages, then forgets that they
+// were to be: a crash between the two only does the move again.
+func (f *Fetchers) afterImport(ctx context.Context, conn *conn, mb *store.Mailbox, uidvalidity int64, uids []int64) error {
+	if len(uids) == 0 {
+		return nil
+	}
+	if mb.AfterImport != desk.AfterImportKeep {
+		set := imap.UIDSet{}
+		for _, u := range uids {
+			set.AddNum(imap.UID(u))
+		}
+		var err error
+		how := mb.AfterImport
+		if caps := conn.c.Caps(); how == desk.AfterImportMove && !caps.Has(imap.CapMove) && !caps.Has(imap.CapIMAP4rev2) && !caps.Has(imap.CapUIDPlus) {
+			// Without MOVE or UIDPLUS a move is COPY and an EXPUNGE of
+			// every message marked \Deleted, others' too: flag instead.
+			how = desk.AfterImportFlag
+		}
+		switch how {
+		case desk.AfterImportMove:
+			_, err = conn.c.Move(set, mb.ProcessedFolder).Wait()
+		case desk.AfterImportFlag:
+			err = conn.c.Store(set, &imap.StoreFlags{Op: imap.StoreFlagsAdd, Silent: true, Flags: []imap.Flag{importedFlag}}, nil).Close()
+		}
+		if err != nil {
+			return fmt.Errorf("%s after import: %w", mb.AfterImport, err)
+		}
+	}
+	return f.desk.MovesDone(ctx, mb.Name, uidvalidity, uids)
+}
+
+// importedFlag marks a message filed, with after-import flag.
+const importedFlag = imap.Flag("$HelpdeskImported")
+
+// conn is a signed-in connection whose every command has a deadline.
+type conn struct {
+	c   *imapclient.Client
+	raw *deadlineConn
+}
+
+func (c *conn) close() {
+	_ = c.c.Logout().Wait()
+	_ = c.c.Close()
+}
+
+// connect dials, with TLS as the endpoint asks, and signs in: with the
+// password, or XOAUTH2 with a token refreshed when the server refuses it.
+func (f *Fetchers) connect(ctx context.Context, ep *Endpoint, mb *store.Mailbox, newMail chan<- struct{}) (*conn, error) {
+	opts := &imapclient.Options{TLSConfig: f.tlsConfig(ep), UnilateralDataHandler: &imapclient.UnilateralDataHandler{
+		Mailbox: func(data *imapclient.UnilateralDataMailbox) {
+			if data.NumMessages != nil {
+				select {
+				case newMail <- struct{}{}:
+				default:
+				}
+			}
+		},
+	}}
+	c, raw, err := f.dial(ctx, ep, opts)
+	if err != nil {
+		return nil, err
+	}
+	conn := &conn{c: c, raw: raw}
+	if err := f.signIn(ctx, conn, ep, mb); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+func (f *Fetchers) tlsConfig(ep *Endpoint) *tls.Config {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.config.TLS != nil {
+		cfg = f.config.TLS.Clone()
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(ep.Address)
+	}
+	return cfg
+}
+
+func (f *Fetchers) dial(ctx context.Context, ep *Endpoint, opts *imapclient.Options) (*imapclient.Client, *deadlineConn, error) {
+	d := net.Dialer{Timeout: 30 * time.Second}
+	plain := func() (net.Conn, error) { return d.DialContext(ctx, "tcp", ep.Address) }
+	wrap := func(nc net.Conn) *deadlineConn { return &deadlineConn{Conn: nc, timeout: f.config.Timeout} }
+	switch ep.TLS {
+	case TLSImplicit:
+		nc, err := plain()
+		if err != nil {
+			return nil, nil, err
+		}
+		tc := tls.Client(nc, opts.TLSConfig)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, nil, fmt.Errorf("TLS with %s: %w", ep.Address, err)
+		}
+		raw := wrap(tc)
+		return imapclient.New(raw, opts), raw, nil
+	case TLSNone:
+		nc, err := plain()
+		if err != nil {
+			return nil, nil, err
+		}
+		raw := wrap(nc)
+		return imapclient.New(raw, opts), raw, nil
+	}
+	nc, err := plain()
+	if err != nil {
+		return nil, nil, err
+	}
+	raw := wrap(nc)
+	c, err := imapclient.NewStartTLS(raw, opts)
+	var imapErr *imap.Error
+	if err != nil && errors.As(err, &imapErr) && ep.TLS == TLSWhenOffered {
+		// The server has no STARTTLS: a plain connection, as asked for by
+		// an imap:// URL without ?tls=required.
+		f.log.Warn("mailbox: the server offers no STARTTLS; signing in without TLS", slog.String("server", ep.Address))
+		nc, err := plain()
+		if err != nil {
+			return nil, nil, err
+		}
+		raw = wrap(nc)
+		return imapclient.New(raw, opts), raw, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("STARTTLS with %s: %w", ep.Address, err)
+	}
+	return c, raw, nil
+}
+
+// signIn logs in with the password, or with XOAUTH2; a refused token is
+// refreshed once and tried again.
+func (f *Fetchers) signIn(ctx context.Context, conn *conn, ep *Endpoint, mb *store.Mailbox) error {
+	if mb.OAuth == nil {
+		if err := conn.c.Login(ep.User, ep.Password).Wait(); err != nil {
+			return fmt.Errorf("sign in as %s: %w", ep.User, err)
+		}
+		return nil
+	}
+	tokens, err := f.desk.MailboxTokens(ctx, mb.Name)
+	if err != nil {
+		return err
+	}
+	for try := 0; ; try++ {
+		token, err := tokens.Token(ctx)
+		if err != nil {
+			return err
+		}
+		err = conn.c.Authenticate(oauth.NewXOAUTH2(ep.User, token))
+		if err == nil {
+			return nil
+		}
+		if try == 1 {
+			return fmt.Errorf("sign in as %s with OAuth: %w", ep.User, err)
+		}
+		tokens.Refused()
+	}
+}
+
+// ensureFolder creates the processed folder if it is missing.
+func (c *conn) ensureFolder(name string) error {
+	list, err := c.c.List("", name, nil).Collect()
+	if err != nil {
+		return fmt.Errorf("list %s: %w", name, err)
+	}
+	if len(list) > 0 {
+		return nil
+	}
+	if err := c.c.Create(name, nil).Wait(); err != nil {
+		return fmt.Errorf("create %s: %w", name, err)
+	}
+	return nil
+}
+
+// wait returns when new mail may have come: at once if the server said so
+// meanwhile, else when IDLE reports some, or after poll in any case (a
+// server that idles and never tells is looked at all the same; one
+// without IDLE is polled).
+func (c *conn) wait(ctx context.Context, newMail <-chan struct{}, poll time.Duration) error {
+	select {
+	case <-newMail:
+		return nil
+	default:
+	}
+	t := time.NewTimer(poll)
+	defer t.Stop()
+	if c.c.Caps().Has(imap.CapIdle) || c.c.Caps().Has(imap.CapIMAP4rev2) {
+		c.raw.idle(true)
+		defer c.raw.idle(false)
+		idle, err := c.c.Idle()
+		if err == nil {
+			select {
+			case <-ctx.Done():
+			case <-newMail:
+			case <-t.C:
+			}
+			if err := idle.Close(); err != nil {
+				return err
+			}
+			return idle.Wait()
+		}
+		// IDLE was offered but refused: poll instead.
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-newMail:
+	case <-t.C:
+	}
+	return c.c.Noop().Wait()
+}
+
+// deadlineConn gives every read and write a deadline (go-imap sets
+// none): Timeout for commands, longer while IDLE waits.
+type deadlineConn struct {
+	net.Conn
+	timeout time.Duration
+	mu      sync.Mutex
+	idling  bool
+}
+
+func (c *deadlineConn) idle(on bool) {
+	c.mu.Lock()
+	c.idling = on
+	c.mu.Unlock()
+}
+
+func (c *deadlineConn) deadline() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.idling {
+		return time.Now().Add(31 * time.Minute) // past go-imap's restart at 28
+	}
+	return time.Now().Add(c.timeout)
+}
+
+func (c *deadlineConn) Read(b []byte) (int, error) {
+	_ = c.Conn.SetReadDeadline(c.deadline())
+	return c.Conn.Read(b)
+}
+
+func (c *deadlineConn) Write(b []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	return c.Conn.Write(b)
+}

@@ -1,0 +1,304 @@
+package fetcher_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/fetcher"
+	"github.com/helpdesk-dev/helpdesk/fetcher/imaptest"
+	"github.com/helpdesk-dev/helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/store"
+)
+
+// world is a helpdesk with a relay, an agent, and fetchers running over
+// the mailboxes added to it.
+type world struct {
+	*jobstest.Bundle
+	relay *smtptest.Server
+	queue *jobs.Queue
+	desk  *desk.Desk
+	stop  func()
+}
+
+func newWorld(t testing.TB, change ...func(*fetcher.Config)) *world {
+	t.Helper()
+	b := jobstest.Setup(t)
+	relay := b.WithSMTP(t)
+	b.DeskConfig.AutoAssign = true
+	if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "dana", DisplayName: "Dana", Email: "dana@support.example.com",
+		Teams: []string{"billing", "general", "shipping", "technical", "account"}}); err != nil {
+		t.Fatal(err)
+	}
+	q := b.StartQueue(t)
+	d := b.Desk(q)
+	rc := inbound.NewReceiver(d, inbound.ReceiverConfig{Logger: jobstest.Logger()})
+	config := fetcher.Config{Poll: 200 * time.Millisecond, Lease: 3 * time.Second, Logger: jobstest.Logger()}
+	config.Backoff.Base, config.Backoff.Cap = 50*time.Millisecond, 200*time.Millisecond
+	for _, c := range change {
+		c(&config)
+	}
+	f := fetcher.New(d, rc, config)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	w := &world{Bundle: b, relay: relay, queue: q, desk: d, stop: func() { cancel(); <-done }}
+	t.Cleanup(w.stop)
+	return w
+}
+
+// mailbox adds a mailbox of server's user at address, fetched from INBOX.
+func (w *world) mailbox(t testing.TB, name string, s *imaptest.Server, password, address string, change ...func(*desk.MailboxParams)) {
+	t.Helper()
+	p := &desk.MailboxParams{Name: name, IMAPURL: "imap://" + url.PathEscape(s.Username()) + "@" + s.Addr + "/INBOX?tls=none", Password: password,
+		Address: address}
+	for _, c := range change {
+		c(p)
+	}
+	if _, err := w.desk.AddMailbox(w.Ctx, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func customerMail(n int, from string) []byte {
+	return []byte(fmt.Sprintf("From: Customer %d <%s>\r\nTo: support@example.org\r\nSubject: Question %d\r\nMessage-ID: <q%d.%s>\r\n\r\nQuestion number %d.\r\n",
+		n, from, n, n, from, n))
+}
+
+func (w *world) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := w.Pool.QueryRow(w.Ctx, sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// eventually waits for cond, or fails after within.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestFetchingAMailbox(t *testing.T) {
+	t.Parallel()
+
+	t.Run("MailReadByAnotherClientIsImportedOnceAndMovedNeverDeleted", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		for i := 1; i <= 3; i++ {
+			var flags []imap.Flag
+			if i == 2 {
+				flags = []imap.Flag{imap.FlagSeen} // another client read it first
+			}
+			if _, err := s.Append("INBOX", customerMail(i, fmt.Sprintf("c%d@example.net", i)), flags...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "three tickets and the inbox moved", func() bool {
+			return w.count(t, `SELECT count(*) FROM tickets`) == 3 && s.Count("INBOX") == 0 && s.Count("Processed") == 3
+		})
+		if s.Seen("Processed") != 1 {
+			t.Errorf("%d messages are \\Seen in Processed, want the one another client read: fetching touches no flag", s.Seen("Processed"))
+		}
+		if n := w.count(t, `SELECT count(*) FROM tickets WHERE support_address = 'support@example.org'`); n != 3 {
+			t.Errorf("%d tickets remember the mailbox's address, want 3", n)
+		}
+	})
+
+	t.Run("AMessageAppendedWhileItIdlesIsATicketWithinFiveSeconds", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, func(c *fetcher.Config) { c.Poll = time.Hour }) // IDLE, not polling, must find it
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "the connection", func() bool {
+			m, _ := w.desk.Mailbox(w.Ctx, "support")
+			return m != nil && m.Connected && s.Count("Processed") == 0
+		})
+		time.Sleep(200 * time.Millisecond) // in IDLE by now
+		if _, err := s.Append("INBOX", customerMail(1, "late@example.net")); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		eventually(t, 10*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("the ticket came %s after the mail, want within 5s", took)
+		}
+	})
+
+	t.Run("AUIDValidityResetMakesNoNewTicket", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		raws := [][]byte{customerMail(1, "a@example.net"), customerMail(2, "b@example.net")}
+		for _, raw := range raws {
+			_, _ = s.Append("INBOX", raw)
+		}
+		w.mailbox(t, "support", s, "pw", "support@example.org", func(p *desk.MailboxParams) { p.AfterImport = desk.AfterImportKeep })
+		eventually(t, 30*time.Second, "two tickets", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 2 })
+		if err := s.Recreate("INBOX", raws); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = s.Append("INBOX", customerMail(3, "c@example.net")) // and a new one, which must come in
+		eventually(t, 30*time.Second, "the third ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 3 })
+		eventually(t, 10*time.Second, "the reset recorded", func() bool {
+			m, _ := w.desk.Mailbox(w.Ctx, "support")
+			return m.UIDValidityResets == 1 && m.LastUID == 3
+		})
+		if n := w.count(t, `SELECT count(*) FROM messages WHERE direction = 'inbound'`); n != 3 {
+			t.Errorf("%d inbound messages, want 3: the old ones were filed again", n)
+		}
+		if s.Count("INBOX") != 3 {
+			t.Errorf("with after-import keep the inbox holds %d, want its 3", s.Count("INBOX"))
+		}
+	})
+
+	t.Run("AConnectionDroppedBeforeTheMoveOnlyFinishesTheMove", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		s.DropAtNextMove()
+		for i := 1; i <= 2; i++ {
+			_, _ = s.Append("INBOX", customerMail(i, fmt.Sprintf("d%d@example.net", i)))
+		}
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "both moved", func() bool { return s.Count("INBOX") == 0 && s.Count("Processed") == 2 })
+		if n := w.count(t, `SELECT count(*) FROM messages WHERE direction = 'inbound'`); n != 2 || s.Logins() < 2 {
+			t.Errorf("%d messages after %d sign-ins, want 2 after a reconnect", n, s.Logins())
+		}
+	})
+
+	t.Run("AServerWithoutIdleIsPolled", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw", NoIdle: true})
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "the connection", func() bool {
+			m, _ := w.desk.Mailbox(w.Ctx, "support")
+			return m != nil && m.Connected
+		})
+		_, _ = s.Append("INBOX", customerMail(1, "p@example.net"))
+		eventually(t, 10*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
+	})
+
+	t.Run("AMailboxWithABadPasswordDelaysNoOther", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		bad := imaptest.Start(t, imaptest.Options{User: "billing@example.org", Password: "right"})
+		good := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		w.mailbox(t, "billing", bad, "wrong", "billing@example.org")
+		w.mailbox(t, "support", good, "pw", "support@example.org")
+		_, _ = good.Append("INBOX", customerMail(1, "g@example.net"))
+		eventually(t, 10*time.Second, "the good mailbox's ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
+		eventually(t, 10*time.Second, "the bad one's error", func() bool {
+			m, _ := w.desk.Mailbox(w.Ctx, "billing")
+			return m.LastError != nil && strings.Contains(*m.LastError, "sign in") && !m.Connected
+		})
+	})
+
+	t.Run("AReplyToAMailboxsTicketGoesOutFromItsAddress", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "billing@example.org", Password: "pw"})
+		w.mailbox(t, "billing", s, "pw", "billing@example.org", func(p *desk.MailboxParams) {
+			p.From, p.Team = &mail.Address{Name: "Example Billing", Address: "billing@example.org"}, "billing"
+		})
+		_, _ = s.Append("INBOX", customerMail(1, "ada@example.net"))
+		eventually(t, 30*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
+		var ticketID string
+		_ = w.Pool.QueryRow(w.Ctx, `SELECT id FROM tickets`).Scan(&ticketID)
+		w.Reply(t, w.queue, ticketID, "We refunded it.")
+		var got *smtptest.Delivery
+		eventually(t, 30*time.Second, "the reply at the relay", func() bool {
+			for _, d := range w.relay.Deliveries() {
+				if strings.Contains(string(d.Raw), "We refunded it.") {
+					got = &d
+					return true
+				}
+			}
+			return false
+		})
+		raw := string(got.Raw)
+		if !strings.Contains(raw, "From: \"Example Billing\" <billing@example.org>") || !strings.Contains(raw, "billing+"+ticketID+"@example.org") ||
+			!strings.HasPrefix(got.From, "billing+bounces.") || !strings.HasSuffix(got.From, "@example.org") {
+			t.Errorf("the reply went out from %s with:\n%s", got.From, raw)
+		}
+		if n := w.count(t, `SELECT count(*) FROM tickets WHERE team = 'billing'`); n != 1 {
+			t.Errorf("the ticket is not the billing team's")
+		}
+	})
+
+	t.Run("XOAUTH2SignsInAndARefusedTokenIsRefreshed", func(t *testing.T) {
+		t.Parallel()
+		var mu sync.Mutex
+		valid, issued := "fresh-1", 0
+		tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.FormValue("grant_type") != "refresh_token" || r.FormValue("refresh_token") != "the-refresh-token" {
+				http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
+				return
+			}
+			issued++
+			valid = fmt.Sprintf("fresh-%d", issued)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"access_token": valid, "token_type": "Bearer", "expires_in": 3600})
+		}))
+		t.Cleanup(tokens.Close)
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw", Token: func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return valid
+		}})
+		w.mailbox(t, "support", s, "", "support@example.org", func(p *desk.MailboxParams) {
+			p.OAuth = &store.OAuth{Provider: "custom", ClientID: "helpdesk", TokenURL: tokens.URL}
+		})
+		// A connection made earlier: a refresh token, and an access token
+		// the server no longer takes.
+		if err := w.desk.SetMailboxTokens(w.Ctx, "support", "expired-0", "the-refresh-token", time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = s.Append("INBOX", customerMail(1, "o@example.net"))
+		eventually(t, 30*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
+		m, _ := w.desk.Mailbox(w.Ctx, "support")
+		if m.OAuth == nil || !strings.HasPrefix(m.OAuth.AccessToken, "fresh-") {
+			t.Errorf("the new token was not kept: %+v", m.OAuth)
+		}
+	})
+
+	t.Run("AMessageOverTheLimitIsKeptAsItsHeadersAndNotFetchedAgain", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, func(c *fetcher.Config) { c.MaxBytes = 2000 })
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		big := append(customerMail(1, "big@example.net"), []byte(strings.Repeat("x", 5000)+"\r\n")...)
+		_, _ = s.Append("INBOX", big)
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("INBOX") == 0 })
+		if n := w.count(t, `SELECT count(*) FROM messages WHERE body LIKE '%over the limit of 2000%'`); n != 1 {
+			t.Errorf("%d messages with the note, want 1", n)
+		}
+	})
+}

@@ -1,0 +1,287 @@
+// Package imaptest runs go-imap's in-memory IMAP server on loopback for tests, with the faults a mailbox fetcher must survive.
+package imaptest
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapserver"
+	"github.com/emersion/go-imap/v2/imapserver/imapmemserver"
+	"github.com/emersion/go-sasl"
+
+	"github.com/helpdesk-dev/helpdesk/oauth"
+)
+
+// Options are how the server behaves.
+type Options struct {
+	User, Password string
+	// NoIdle leaves IDLE out of the capabilities, as a server without it
+	// does, and refuses it.
+	NoIdle bool
+	// Token, when set, is the one access token XOAUTH2 takes (and PLAIN
+	// and LOGIN are refused for the user).
+	Token func() string
+	// TLS serves implicit TLS.
+	TLS *tls.Config
+}
+
+// Server is the running server.
+type Server struct {
+	Addr string
+	User *imapmemserver.User
+	opts Options
+	srv  *imapserver.Server
+
+	mu       sync.Mutex
+	dropMove int // connections to drop at their next MOVE
+	conns    []net.Conn
+	logins   atomic.Int64
+}
+
+// Start runs a server with INBOX, until the test ends.
+func Start(tb testing.TB, opts Options) *Server {
+	tb.Helper()
+	s, err := Listen(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// Listen runs a server with INBOX on 127.0.0.1:0; Close stops it.
+func Listen(opts Options) (*Server, error) {
+	mem := imapmemserver.New()
+	user := imapmemserver.NewUser(opts.User, opts.Password)
+	if err := user.Create("INBOX", nil); err != nil {
+		return nil, err
+	}
+	mem.AddUser(user)
+	s := &Server{User: user, opts: opts}
+	caps := imap.CapSet{imap.CapIMAP4rev1: {}, imap.CapIMAP4rev2: {}}
+	if opts.NoIdle {
+		caps = imap.CapSet{imap.CapIMAP4rev1: {}, imap.CapMove: {}, imap.CapUIDPlus: {}, imap.CapNamespace: {}}
+	}
+	s.srv = imapserver.New(&imapserver.Options{
+		NewSession: func(c *imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
+			s.mu.Lock()
+			s.conns = append(s.conns, c.NetConn())
+			s.mu.Unlock()
+			inner := mem.NewSession()
+			return &session{Session: inner, move: inner.(imapserver.SessionMove), server: s, conn: c.NetConn()}, nil, nil
+		},
+		InsecureAuth: true,
+		Caps:         caps,
+		Logger:       discard{},
+	})
+	var ln net.Listener
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	if opts.NoIdle {
+		ln = noIdleListener{ln}
+	}
+	if opts.TLS != nil {
+		ln = tls.NewListener(ln, opts.TLS)
+	}
+	s.Addr = ln.Addr().String()
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Username is the one user's name.
+func (s *Server) Username() string { return s.opts.User }
+
+// Close stops the server and its connections.
+func (s *Server) Close() error { return s.srv.Close() }
+
+// Append puts a message into a folder, with flags, and returns its UID.
+func (s *Server) Append(folder string, raw []byte, flags ...imap.Flag) (imap.UID, error) {
+	data, err := s.User.Append(folder, literal{bytes.NewReader(raw), int64(len(raw))}, &imap.AppendOptions{Flags: flags, Time: time.Now()})
+	if err != nil {
+		return 0, err
+	}
+	return data.UID, nil
+}
+
+// Count is how many messages a folder holds; -1 when it does not exist.
+func (s *Server) Count(folder string) int {
+	st, err := s.User.Status(folder, &imap.StatusOptions{NumMessages: true})
+	if err != nil || st.NumMessages == nil {
+		return -1
+	}
+	return int(*st.NumMessages)
+}
+
+// Seen is how many messages of a folder carry \Seen.
+func (s *Server) Seen(folder string) int {
+	st, err := s.User.Status(folder, &imap.StatusOptions{NumMessages: true, NumUnseen: true})
+	if err != nil || st.NumMessages == nil || st.NumUnseen == nil {
+		return -1
+	}
+	return int(*st.NumMessages - *st.NumUnseen)
+}
+
+// Recreate deletes a folder and makes it again with the same messages:
+// a new UIDVALIDITY (RFC 9051 §2.3.1.1), as after a server's migration.
+func (s *Server) Recreate(folder string, raws [][]byte) error {
+	if err := s.User.Delete(folder); err != nil {
+		return err
+	}
+	if err := s.User.Create(folder, nil); err != nil {
+		return err
+	}
+	for _, raw := range raws {
+		if _, err := s.Append(folder, raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DropAtNextMove makes the next session that moves drop its connection
+// instead: after its FETCH, before its MOVE.
+func (s *Server) DropAtNextMove() {
+	s.mu.Lock()
+	s.dropMove++
+	s.mu.Unlock()
+}
+
+// Logins counts the sessions that signed in.
+func (s *Server) Logins() int64 { return s.logins.Load() }
+
+type session struct {
+	imapserver.Session
+	move   imapserver.SessionMove
+	server *Server
+	conn   net.Conn
+}
+
+var errNoIdle = &imap.Error{Type: imap.StatusResponseTypeBad, Text: "IDLE is not supported here"}
+
+func (s *session) Login(username, password string) error {
+	if s.server.opts.Token != nil {
+		return imapserver.ErrAuthFailed
+	}
+	if err := s.Session.Login(username, password); err != nil {
+		return err
+	}
+	s.server.logins.Add(1)
+	return nil
+}
+
+func (s *session) AuthenticateMechanisms() []string {
+	if s.server.opts.Token != nil {
+		return []string{oauth.XOAUTH2}
+	}
+	return []string{sasl.Plain}
+}
+
+// Authenticate takes XOAUTH2 with the one valid token, or PLAIN.
+func (s *session) Authenticate(mech string) (sasl.Server, error) {
+	switch {
+	case mech == oauth.XOAUTH2 && s.server.opts.Token != nil:
+		return &xoauth2Server{session: s}, nil
+	case mech == sasl.Plain && s.server.opts.Token == nil:
+		return sasl.NewPlainServer(func(identity, username, password string) error {
+			return s.Login(username, password)
+		}), nil
+	}
+	return nil, fmt.Errorf("mechanism %s not offered", mech)
+}
+
+func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
+	if s.server.opts.NoIdle {
+		return errNoIdle
+	}
+	return s.Session.Idle(w, stop)
+}
+
+func (s *session) Move(w *imapserver.MoveWriter, numSet imap.NumSet, dest string) error {
+	s.server.mu.Lock()
+	drop := s.server.dropMove > 0
+	if drop {
+		s.server.dropMove--
+	}
+	s.server.mu.Unlock()
+	if drop {
+		_ = s.conn.Close()
+		return errors.New("dropped")
+	}
+	return s.move.Move(w, numSet, dest)
+}
+
+func (s *session) Namespace() (*imap.NamespaceData, error) {
+	return s.Session.(imapserver.SessionNamespace).Namespace()
+}
+
+// xoauth2Server checks an XOAUTH2 response against the valid token; a
+// refused one gets the JSON challenge and then NO, as Google and
+// Microsoft do.
+type xoauth2Server struct {
+	session *session
+	failed  bool
+}
+
+func (x *xoauth2Server) Next(response []byte) ([]byte, bool, error) {
+	if x.failed {
+		return nil, true, imapserver.ErrAuthFailed
+	}
+	user, token, err := oauth.ParseXOAUTH2(response)
+	if err != nil {
+		return nil, true, err
+	}
+	if user != x.session.server.opts.User || token != x.session.server.opts.Token() {
+		x.failed = true
+		return oauth.FailureChallenge(), false, nil
+	}
+	if err := x.session.Session.Login(x.session.server.opts.User, x.session.server.opts.Password); err != nil {
+		return nil, true, err
+	}
+	x.session.server.logins.Add(1)
+	return nil, true, nil
+}
+
+type literal struct {
+	*bytes.Reader
+	size int64
+}
+
+func (l literal) Size() int64 { return l.size }
+
+type discard struct{}
+
+func (discard) Printf(string, ...any) {}
+
+// noIdleListener's connections leave IDLE out of every capability list
+// they write: go-imap's server always names it for IMAP4rev1.
+type noIdleListener struct{ net.Listener }
+
+func (l noIdleListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return noIdleConn{c}, nil
+}
+
+type noIdleConn struct{ net.Conn }
+
+func (c noIdleConn) Write(b []byte) (int, error) {
+	if bytes.Contains(b, []byte("CAPABILITY")) {
+		if _, err := c.Conn.Write(bytes.ReplaceAll(b, []byte(" IDLE"), nil)); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
