@@ -123,6 +123,8 @@ func New(config Config) *Server {
 	s.route("/v1/tickets/{id}", map[string]handlerFunc{http.MethodGet: s.getTicket, http.MethodPatch: s.patchTicket})
 	s.route("/v1/tickets/{id}/replies", map[string]handlerFunc{http.MethodPost: s.createReply})
 	s.route("/v1/tickets/{id}/notes", map[string]handlerFunc{http.MethodPost: s.createNote})
+	s.route("/v1/tickets/{id}/similar", map[string]handlerFunc{http.MethodGet: s.getSimilar})
+	s.route("/v1/tickets/{id}/merge", map[string]handlerFunc{http.MethodPost: s.mergeTicket})
 	s.route("/v1/tickets/{id}/messages", map[string]handlerFunc{http.MethodGet: s.listMessages, http.MethodPost: s.createCustomerMessage})
 	s.route("/v1/tickets/{id}/held/{message_id}/accept", map[string]handlerFunc{http.MethodPost: s.acceptHeld})
 	s.route("/v1/tickets/{id}/held/{message_id}/split", map[string]handlerFunc{http.MethodPost: s.splitHeld})

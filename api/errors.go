@@ -67,6 +67,16 @@ func toAPIError(err error) *Error {
 		return &Error{Status: http.StatusConflict, Code: "job_active", Message: err.Error()}
 	case errors.Is(err, desk.ErrJobHistory):
 		return &Error{Status: http.StatusConflict, Code: "job_is_history", Message: err.Error() + "; cancel it instead, which fails its mail"}
+	case errors.Is(err, desk.ErrNotEmbedded):
+		return &Error{Status: http.StatusConflict, Code: "not_embedded", Message: err.Error() + "; try again once the ticket is triaged"}
+	case errors.Is(err, desk.ErrMergeSelf):
+		return &Error{Status: http.StatusConflict, Code: "merge_into_itself", Message: err.Error()}
+	case errors.Is(err, desk.ErrMergeIntoClosed):
+		return &Error{Status: http.StatusConflict, Code: "merge_into_closed", Message: err.Error()}
+	case errors.Is(err, desk.ErrAlreadyMerged):
+		return &Error{Status: http.StatusConflict, Code: "already_merged", Message: err.Error()}
+	case errors.Is(err, desk.ErrMergeOtherCustomer):
+		return &Error{Status: http.StatusConflict, Code: "other_customer", Message: err.Error()}
 	case errors.Is(err, desk.ErrCustomerExists):
 		return &Error{Status: http.StatusConflict, Code: "customer_exists", Message: err.Error()}
 	case errors.Is(err, store.ErrConflict):

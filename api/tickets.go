@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -152,10 +153,18 @@ type ticketView struct {
 	DraftReply *string `json:"draft_reply,omitempty"`
 	// DraftCurrent says whether the draft answers the customer's newest
 	// message; false while triage writes a new one.
-	DraftCurrent *bool                `json:"draft_current,omitempty"`
-	Triage       *triageView          `json:"triage"`
-	Messages     []messageView        `json:"messages"`
-	Events       []*store.TicketEvent `json:"events,omitempty"`
+	DraftCurrent *bool `json:"draft_current,omitempty"`
+	// DraftSources are the solved tickets the draft drew on (agents).
+	DraftSources []string `json:"draft_sources,omitempty"`
+	// PossibleDuplicateOf is an open ticket of the same customer about
+	// the same thing, found by triage (agents); nothing is merged by itself.
+	PossibleDuplicateOf *string `json:"possible_duplicate_of,omitempty"`
+	// MergedInto is the ticket this one was merged into, which holds its
+	// messages now (for a customer, only when it is theirs too).
+	MergedInto *string              `json:"merged_into,omitempty"`
+	Triage     *triageView          `json:"triage"`
+	Messages   []messageView        `json:"messages"`
+	Events     []*store.TicketEvent `json:"events,omitempty"`
 }
 
 func viewMessage(m *store.Message, attachments map[int64][]*store.Attachment) messageView {
@@ -233,6 +242,15 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who vocab.Act
 		if view.Events, err = st.ListTicketEvents(ctx, ticket.ID); err != nil {
 			return err
 		}
+		view.DraftSources, view.PossibleDuplicateOf, view.MergedInto = ticket.DraftSources, ticket.PossibleDuplicateOf, ticket.MergedInto
+	} else if ticket.MergedInto != nil {
+		into, err := st.GetTicket(ctx, *ticket.MergedInto)
+		if err != nil {
+			return err
+		}
+		if into.CustomerID == ticket.CustomerID {
+			view.MergedInto = ticket.MergedInto
+		}
 	}
 	for _, m := range msgs {
 		if !m.Direction.Public() && !who.IsAgent() {
@@ -267,13 +285,8 @@ var ticketFilters = []string{"status", "team", "assignee", "customer", "limit", 
 // ticket, customers their own.
 func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
 	q := r.URL.Query()
-	for name, values := range q {
-		if !slices.Contains(ticketFilters, name) {
-			return badRequest("unknown_filter", fmt.Sprintf("unknown query parameter %q; filters are %s", name, strings.Join(ticketFilters, ", ")))
-		}
-		if len(values) > 1 {
-			return badRequest("invalid_filter", fmt.Sprintf("query parameter %q is given %d times", name, len(values)))
-		}
+	if err := onlyParams(q, ticketFilters); err != nil {
+		return err
 	}
 	params := store.ListTicketsParams{Status: vocab.Status(q.Get("status")), Team: q.Get("team"), Assignee: q.Get("assignee"),
 		CustomerID: q.Get("customer"), Limit: 50}
@@ -356,6 +369,20 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who vocab.A
 		body["next_cursor"] = encodeCursor(store.TicketKey{CreatedAt: last.CreatedAt, ID: last.ID})
 	}
 	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+// onlyParams refuses a query parameter not in known, or one given twice,
+// rather than ignoring it.
+func onlyParams(q url.Values, known []string) error {
+	for name, values := range q {
+		if !slices.Contains(known, name) {
+			return badRequest("unknown_filter", fmt.Sprintf("unknown query parameter %q; filters are %s", name, strings.Join(known, ", ")))
+		}
+		if len(values) > 1 {
+			return badRequest("invalid_filter", fmt.Sprintf("query parameter %q is given %d times", name, len(values)))
+		}
+	}
 	return nil
 }
 

@@ -211,6 +211,13 @@ func notificationBody(t *store.Ticket, c *store.Customer, newest *store.Message,
 	if t.DraftIsCurrent() {
 		draft = *t.DraftReply
 	}
+	if t.PossibleDuplicateOf != nil {
+		triage += fmt.Sprintf(". Possible duplicate of %s, open from the same customer about the same thing: "+
+			"if it is, merge this ticket into it (POST /v1/tickets/%s/merge {\"into\": %q})", *t.PossibleDuplicateOf, t.ID, *t.PossibleDuplicateOf)
+	}
+	if t.DraftIsCurrent() && len(t.DraftSources) > 0 {
+		draft += "\n\n(drawn on how we answered " + strings.Join(t.DraftSources, ", ") + ")"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s <%s> wrote on %s:\n\n%s\n\nTriage: %s.\n\nSuggested reply:\n\n%s\n\n-- \n%s\n", name, address, t.ID, message, triage, draft, howToAnswer)
 	h := "<!DOCTYPE html>\n<html><body>\n" +

@@ -83,6 +83,38 @@ func (c *Config) Settings() []settings.Setting {
 			"an email still undelivered this long after it was written fails (EmailExpired); a person may retry it, and its age starts again"),
 		settings.Duration(&c.Delivery.DelayNotice, "HELPDESK_EMAIL_DELAY_NOTICE", "email-delay-notice", "30m",
 			"an email undelivered this long shows `delayed`; for a reply to the customer, a system note on its ticket says why and until when it is tried, and the assignee is mailed"),
+		settings.Func("HELPDESK_DRAFT_EXAMPLES", "draft-examples", "3",
+			"how many similar solved tickets of the team a draft draws on (subject, the customer's question without their name and address, the agents' last reply); 0: none, drafts see only their own ticket",
+			func(v string) error {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 || n > 10 {
+					return settings.Wantf("a whole number from 0 to 10")
+				}
+				c.DraftExamples = n
+				if n == 0 {
+					c.DraftExamples = -1
+				}
+				return nil
+			}).ZeroWhen(func() bool { return c.DraftExamples == 0 }),
+		settings.Func("HELPDESK_DRAFT_EXAMPLE_QUESTIONS", "draft-example-questions", "1",
+			"1: a draft's examples carry the other customers' questions, their name and address taken out; 0: only the subject and what our agents answered",
+			func(v string) error {
+				switch v {
+				case "1":
+					c.OmitExampleQuestions = false
+				case "0":
+					c.OmitExampleQuestions = true
+				default:
+					return settings.Wantf("1 or 0")
+				}
+				return nil
+			}),
+		score(&c.SimilarMinScore, "HELPDESK_SIMILAR_MIN_SCORE", "similar-min-score", "0.3",
+			"how alike (cosine similarity of the embeddings) a solved ticket must be to serve as a draft's example"),
+		settings.Duration(&c.DuplicateWindow, "HELPDESK_DUPLICATE_WINDOW", "duplicate-window", "168h",
+			"a ticket's possible duplicate is an open or pending ticket of the same customer opened this recently"),
+		score(&c.DuplicateMinScore, "HELPDESK_DUPLICATE_MIN_SCORE", "duplicate-min-score", "0.5",
+			"how alike (cosine similarity) a ticket of the same customer must be to be named its possible duplicate"),
 		settings.Func("HELPDESK_ACK", "ack", "1", "1: each new ticket a customer opens (API or email) is acknowledged by mail (RFC 3834 auto-reply); 0: never",
 			func(v string) error {
 				switch v {
@@ -132,6 +164,18 @@ func (c *Config) Settings() []settings.Setting {
 				return nil
 			}),
 	}
+}
+
+// score is a threshold of cosine similarity.
+func score(p *float64, env, flag, def, help string) settings.Setting {
+	return settings.Func(env, flag, def, help, func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			return settings.Wantf("a number above 0 and at most 1, such as 0.5")
+		}
+		*p = f
+		return nil
+	}).ZeroWhen(func() bool { return *p == 0 })
 }
 
 // ackTemplateOf reads HELPDESK_ACK_TEMPLATE: a value with a template

@@ -88,7 +88,24 @@ type Config struct {
 	// Delivery is how outbound mail goes out, in processes that work
 	// email jobs.
 	Delivery DeliveryConfig
-	Logger   *slog.Logger
+	// DraftExamples is how many similar solved tickets of the team a
+	// draft draws on, at most; negative: none. Default 3.
+	DraftExamples int
+	// OmitExampleQuestions leaves the other customers' questions out of
+	// the examples: only the subject and the agents' answer go.
+	OmitExampleQuestions bool
+	// SimilarMinScore is how alike (cosine) a solved ticket must be to
+	// serve as a draft's example; default 0.3.
+	SimilarMinScore float64
+	// DuplicateWindow is how far back a ticket's possible duplicate is
+	// looked for, and DuplicateMinScore how alike it must be; default 7
+	// days and 0.5.
+	DuplicateWindow   time.Duration
+	DuplicateMinScore float64
+	// Similarity finds similar tickets; nil: an index in memory, read
+	// from the tickets table (newMemorySimilarity).
+	Similarity Similarity
+	Logger     *slog.Logger
 }
 
 // DeliveryConfig is how the email jobs of this process deliver.
@@ -118,6 +135,8 @@ type Desk struct {
 	config    Config
 	log       *slog.Logger
 	addresses addressCache
+	// similarity is Config.Similarity or the one in memory.
+	similarity Similarity
 }
 
 // New returns the use cases over pool, queueing their work with jobs.
@@ -151,7 +170,11 @@ func New(pool *pgxpool.Pool, jobs Enqueuer, config Config) *Desk {
 	if config.Logger == nil {
 		config.Logger = slog.Default()
 	}
-	return &Desk{pool: pool, jobs: jobs, config: config, log: config.Logger}
+	similarity := config.Similarity
+	if similarity == nil {
+		similarity = newMemorySimilarity(pool)
+	}
+	return &Desk{pool: pool, jobs: jobs, config: config, log: config.Logger, similarity: similarity}
 }
 
 // IdempotencyRetention is how long an Idempotency-Key replays its first

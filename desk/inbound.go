@@ -295,11 +295,13 @@ func (d *Desk) named(ctx context.Context, st *store.Store, m *InboundMail, rcpts
 		}
 	}
 	for _, c := range d.Candidates(m, rcpts) {
-		if _, err := st.GetTicket(ctx, c.TicketID); errors.Is(err, store.ErrNotFound) {
+		t, err := st.GetTicket(ctx, c.TicketID)
+		if errors.Is(err, store.ErrNotFound) {
 			continue
 		} else if err != nil {
 			return "", "", err
 		}
+		c.TicketID = mergedTarget(t) // a merged ticket's number names the ticket it went into
 		if first == "" {
 			first, firstHow = c.TicketID, c.How
 		}
@@ -478,8 +480,20 @@ func (d *Desk) agentAnswerTx(ctx context.Context, tx *store.Tx, m *InboundMail, 
 		if err := tx.Store().Send(ctx, &reads); err != nil {
 			return nil, false, err
 		}
-		if note == nil || email == nil || note.TicketID != reply.TicketID || note.Direction != vocab.DirectionNotification || len(email.Recipients) == 0 {
+		if note == nil || email == nil || note.Direction != vocab.DirectionNotification || len(email.Recipients) == 0 {
 			return refuse("no notification of this ticket has that number")
+		}
+		if note.TicketID != reply.TicketID {
+			// The notification moved with a merge: the address still
+			// names the ticket it was sent about.
+			t, err := tx.Store().GetTicket(ctx, reply.TicketID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, false, err
+			}
+			if t == nil || t.MergedInto == nil || *t.MergedInto != note.TicketID {
+				return refuse("no notification of this ticket has that number")
+			}
+			reply.TicketID = note.TicketID
 		}
 		reads = store.Batch{}
 		reads.AgentByEmail(email.Recipients[0].Address, &agent)

@@ -25,6 +25,9 @@ type ReplyParams struct {
 	// Attachments are the replying agent's unsent uploads, sent with the
 	// reply in this order (ErrAttachmentUnavailable otherwise).
 	Attachments []int64
+	// system: the service's own reply (a merge's notice), which is no
+	// agent's response to the customer.
+	system bool
 }
 
 // CreateReplyTx writes, in the caller's transaction, the outbound message
@@ -90,7 +93,9 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) 
 			Body: body, EmailMessageID: &id}, msg)
 		b.InsertOutboundEmail(&store.InsertOutboundEmailParams{MessageID: messageID, FromAddress: from.String(),
 			Recipients: recipients, JobID: &jobID})
-		b.AgentResponded(ticket.ID)
+		if !p.system {
+			b.AgentResponded(ticket.ID)
+		}
 	})
 	if len(p.Attachments) > 0 {
 		missing, err := tx.Store().AttachUploads(ctx, messageID, p.Author.ID(), p.Attachments)

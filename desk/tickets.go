@@ -199,6 +199,16 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 	if err != nil {
 		return nil, err
 	}
+	if ticket.MergedInto != nil {
+		// What the customer writes to a merged ticket goes to the one it
+		// became part of.
+		if ticket, err = st.LockTicket(ctx, *ticket.MergedInto); err != nil {
+			return nil, err
+		}
+		redirected := *p
+		redirected.TicketID = ticket.ID
+		p = &redirected
+	}
 	if ticket.Status == vocab.StatusClosed && !p.Automatic {
 		var address *store.SupportAddress
 		if ticket.SupportAddress != nil { // the follow-up comes from where the ticket did

@@ -3,6 +3,7 @@ package desk
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/helpdesk-dev/helpdesk/provider"
@@ -17,8 +18,9 @@ const (
 	TaskEmbed      = "embed"
 )
 
-// TriageTasks are the steps of a triage job, in order.
-var TriageTasks = []string{TaskClassify, TaskDraftReply, TaskEmbed}
+// TriageTasks are the steps of a triage job, in order: the embedding
+// comes before the draft, which draws on the solved tickets nearest it.
+var TriageTasks = []string{TaskClassify, TaskEmbed, TaskDraftReply}
 
 // Bounds of what a prompt carries of the conversation: the newest text
 // matters most, so the oldest is dropped.
@@ -40,6 +42,9 @@ type TriageInput struct {
 	// ProviderFree: the provider's row, read with the rest, lets the first
 	// call go without a read of its own.
 	ProviderFree bool
+	// Embedding is the vector of the embed step when it is among Done,
+	// for the draft to find similar tickets by.
+	Embedding []float32
 }
 
 // TriageInput reads, in one round trip, what triage job jobID of the
@@ -64,6 +69,9 @@ func (d *Desk) TriageInput(ctx context.Context, jobID int64, ticketID, providerN
 	}
 	pt := &in.Ticket
 	pt.ID, pt.Subject, pt.CustomerName = ticket.ID, ticket.Subject, customer.Name
+	if slices.Contains(in.Done, TaskEmbed) {
+		in.Embedding = ticket.Embedding
+	}
 	if ticket.Team != nil {
 		pt.Team = *ticket.Team
 	}
@@ -108,6 +116,7 @@ type TriageResult struct {
 	// One of them, by Task.
 	Classification *provider.Classification
 	Draft          string
+	DraftSources   []string // the tickets the draft's examples came from
 	Embedding      []float32
 
 	// Last: no step follows; the ticket is triaged with this one.
@@ -163,9 +172,12 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 				}
 			}
 		case TaskDraftReply:
-			tx.Later(func(b *store.Batch) { b.SetTicketDraftReply(r.TicketID, r.Draft, r.JobID) })
+			tx.Later(func(b *store.Batch) { b.SetTicketDraftReply(r.TicketID, r.Draft, r.JobID, r.DraftSources) })
 		case TaskEmbed:
 			tx.Later(func(b *store.Batch) { b.SetTicketEmbedding(r.TicketID, r.Embedding) })
+			if err := d.flagDuplicateTx(ctx, tx, r.TicketID, r.Embedding); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("unknown triage task %q", r.Task)
 		}

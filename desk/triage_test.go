@@ -6,18 +6,21 @@ import (
 
 	"github.com/helpdesk-dev/helpdesk/desk"
 	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/provider/simulator"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // triage saves the three steps of the ticket's triage job, as the worker
-// would with the provider's answers.
+// would with the provider's answers; the vector is the simulator's of the
+// subject.
 func (w *world) triage(t *testing.T, ticketID, team string) {
 	t.Helper()
-	jobID := *w.ticket(t, ticketID).TriageJobID
+	ticket := w.ticket(t, ticketID)
+	jobID := *ticket.TriageJobID
 	for _, r := range []*desk.TriageResult{
 		{Task: desk.TaskClassify, Output: `{"team":"` + team + `"}`, Classification: &provider.Classification{Team: team, Priority: 2}},
-		{Task: desk.TaskDraftReply, Output: "Dear Ada", Draft: "Dear Ada, it is on its way."},
-		{Task: desk.TaskEmbed, Output: "vector", Embedding: []float32{1, 0, 0}, Last: true},
+		{Task: desk.TaskEmbed, Output: "vector", Embedding: simulator.Embed(ticket.Subject)},
+		{Task: desk.TaskDraftReply, Output: "Dear Ada", Draft: "Dear Ada, it is on its way.", Last: true},
 	} {
 		r.JobID, r.TicketID = jobID, ticketID
 		if _, err := w.desk.SaveTriageStep(w.ctx, r); err != nil {
@@ -115,7 +118,7 @@ func TestTriage(t *testing.T) {
 		w.agent(t, "alice", "billing")
 		ticket := w.open(t, "Refund", "Please refund order 4711.")
 		w.triage(t, ticket.ID, "billing")
-		last := &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskEmbed, Output: "racing", Embedding: []float32{0, 1, 0}, Last: true}
+		last := &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskDraftReply, Output: "racing", Draft: "racing", Last: true}
 		if _, err := w.desk.SaveTriageStep(w.ctx, last); err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ package jobs_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"testing"
 	"time"
 
@@ -42,8 +41,8 @@ func TestTriageAfterACrash(t *testing.T) {
 		b := jobstest.Setup(t)
 		ticketID, jobID := b.OpenTicket(t, b.NewQueue(t), "Late parcel", "My parcel is late.")
 
-		// Worker 1 saves classify and draft_reply, then dies before embed.
-		job, err := b.NewWorkers(t, b.NewQueue(t)).SimulateCrash(b.Ctx, jobs.CrashPoint{Task: desk.TaskDraftReply})
+		// Worker 1 saves classify and embed, then dies before draft_reply.
+		job, err := b.NewWorkers(t, b.NewQueue(t)).SimulateCrash(b.Ctx, jobs.CrashPoint{Task: desk.TaskEmbed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +92,7 @@ func TestTriageAfterACrash(t *testing.T) {
 
 		// Worker 1 saves all three results and dies before River hears
 		// that the job is done.
-		job, err := b.NewWorkers(t, b.NewQueue(t)).SimulateCrash(b.Ctx, jobs.CrashPoint{Task: desk.TaskEmbed})
+		job, err := b.NewWorkers(t, b.NewQueue(t)).SimulateCrash(b.Ctx, jobs.CrashPoint{Task: desk.TaskDraftReply})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,11 +104,11 @@ func TestTriageAfterACrash(t *testing.T) {
 		// nothing, changes nothing and tells no one.
 		saved, _ := b.Store.GetTicket(b.Ctx, ticketID)
 		if _, err := b.Desk(b.NewQueue(t)).SaveTriageStep(b.Ctx, &desk.TriageResult{JobID: job.ID, TicketID: job.Args.TicketID,
-			Task: desk.TaskEmbed, Output: "a second answer", Embedding: []float32{9, 9, 9}, Last: true}); err != nil {
+			Task: desk.TaskDraftReply, Output: "a second answer", Draft: "a second answer", Last: true}); err != nil {
 			t.Fatal(err)
 		}
-		if again, _ := b.Store.GetTicket(b.Ctx, ticketID); !slices.Equal(again.Embedding, saved.Embedding) {
-			t.Errorf("the racing delivery changed the embedding to %v", again.Embedding)
+		if again, _ := b.Store.GetTicket(b.Ctx, ticketID); jobstest.Deref(again.DraftReply) != jobstest.Deref(saved.DraftReply) {
+			t.Errorf("the racing delivery changed the draft to %q", jobstest.Deref(again.DraftReply))
 		}
 
 		if s := rescueAndFinish(t, b, job); s.Attempt != 2 {
@@ -125,6 +124,31 @@ func TestTriageAfterACrash(t *testing.T) {
 		}
 		if events != 1 {
 			t.Errorf("%d %s events, want 1", events, desk.EventTicketTriaged)
+		}
+	})
+
+	// A crash between embed and draft_reply leaves a saved vector that
+	// worker 2 reads back rather than asks for again, and grounds the
+	// draft on it all the same.
+	t.Run("DraftAfterACrashAfterEmbedStillDrawsOnTheSavedVector", func(t *testing.T) {
+		t.Parallel()
+		b := jobstest.Setup(t)
+		b.WithSMTP(t)
+		refund, _ := solvedHistory(t, b)
+		ticketID, jobID := openAs(t, b, b.NewQueue(t), "Pia Lund", "pia@example.com", "Refund please",
+			"I sent my kettle back but I was charged for it. Can I get a refund?")
+
+		job, err := b.NewWorkers(t, b.NewQueue(t)).SimulateCrash(b.Ctx, jobs.CrashPoint{Task: desk.TaskEmbed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rescueAndFinish(t, b, job)
+		b.RequireOneResultPerStep(t, ticketID, jobID)
+		if calls := b.Sim.Calls(ticketID); calls["embed"] != 1 || calls["draft_reply"] != 1 {
+			t.Errorf("provider calls = %v, want embed and draft_reply once each", calls)
+		}
+		if got, _ := b.Store.GetTicket(b.Ctx, ticketID); len(got.DraftSources) != 1 || got.DraftSources[0] != refund {
+			t.Errorf("draft_sources %v, want [%s]", got.DraftSources, refund)
 		}
 	})
 }

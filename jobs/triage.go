@@ -29,9 +29,11 @@ func (TriageArgs) Kind() string { return "triage" }
 type triageDesk interface {
 	TriageInput(ctx context.Context, jobID int64, ticketID, providerName string) (*desk.TriageInput, error)
 	SaveTriageStep(ctx context.Context, r *desk.TriageResult) (free bool, err error)
+	DraftExamples(ctx context.Context, ticketID string, vec []float32, team string) ([]provider.Example, []string, error)
 }
 
-// TriageWorker classifies a ticket, drafts a reply and embeds it. A job may
+// TriageWorker classifies a ticket, embeds it and drafts a reply drawing
+// on the solved tickets nearest it. A job may
 // be delivered more than once (River rescues a job whose worker died), so
 // it skips the steps the job has results for, and the desk saves each
 // result once (desk.SaveTriageStep). The worker's own part is the
@@ -66,9 +68,16 @@ func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) err
 		return err
 	}
 	free := in.ProviderFree
+	vec := in.Embedding
 	for i, task := range desk.TriageTasks {
 		if slices.Contains(in.Done, task) {
 			continue
+		}
+		var sources []string
+		if task == desk.TaskDraftReply {
+			if in.Ticket.Examples, sources, err = w.desk.DraftExamples(ctx, job.Args.TicketID, vec, in.Ticket.Team); err != nil {
+				return err
+			}
 		}
 		// The breaker and the quota's pace, shared by every process: a
 		// job that may not call now waits without spending an attempt.
@@ -98,6 +107,10 @@ func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) err
 			return w.failure(ctx, job, task, err)
 		}
 		result.JobID, result.TicketID, result.Task = job.ID, job.Args.TicketID, task
+		result.DraftSources = sources
+		if task == desk.TaskEmbed {
+			vec = result.Embedding
+		}
 		result.Last, result.ProviderName = i == len(desk.TriageTasks)-1, w.gate.name
 		if free, err = w.desk.SaveTriageStep(ctx, result); err != nil {
 			return err

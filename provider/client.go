@@ -91,6 +91,17 @@ type Ticket struct {
 	AgentReplies []string // what agents answered so far, oldest first
 	Team         string   // known once classify ran; helps the draft
 	Teams        []string // the teams classify may choose; nil: Teams
+	// Examples are how we answered tickets like this one before, for the
+	// draft to draw on; the desk chooses them (desk.DraftExamples).
+	Examples []Example
+}
+
+// Example is a solved ticket like the one drafted for: its subject, the
+// customer's question and the agents' final reply.
+type Example struct {
+	Subject  string
+	Question string
+	Answer   string
 }
 
 // Body is what the customer wrote, oldest first.
@@ -112,6 +123,28 @@ const (
 	AgentRepliesHeader = "\n\nAgent replies so far:\n"
 )
 
+// The examples' layout, a message of their own before the ticket's:
+// ExamplesHeader, then each example as its subject, question and answer
+// lines, examples separated by ExampleSeparator.
+const (
+	ExamplesHeader   = "How we answered similar tickets before (draw on them where they fit; never name their customers):\n"
+	ExampleSeparator = "\n===\n"
+	ExampleQuestion  = "\nQuestion:\n"
+	ExampleAnswer    = "\nOur answer:\n"
+)
+
+// examplesPrompt is the examples as the draft request carries them; "" for none.
+func (t Ticket) examplesPrompt() string {
+	if len(t.Examples) == 0 {
+		return ""
+	}
+	parts := make([]string, len(t.Examples))
+	for i, e := range t.Examples {
+		parts[i] = "Subject: " + e.Subject + ExampleQuestion + e.Question + ExampleAnswer + e.Answer
+	}
+	return ExamplesHeader + strings.Join(parts, ExampleSeparator)
+}
+
 func (t Ticket) prompt() string {
 	var b strings.Builder
 	b.WriteString("Subject: " + t.Subject + "\n")
@@ -123,6 +156,13 @@ func (t Ticket) prompt() string {
 		b.WriteString(AgentRepliesHeader + strings.Join(t.AgentReplies, MessageSeparator))
 	}
 	return b.String()
+}
+
+// embedText is what a ticket's vector is made of: what it is about, the
+// subject and the customer's words, and not who wrote it or our answers,
+// so that a new question lies near the old questions like it.
+func (t Ticket) embedText() string {
+	return t.Subject + "\n\n" + strings.Join(t.Messages, "\n\n")
 }
 
 // Call describes one provider call, for the ai_runs record.
@@ -188,9 +228,13 @@ func (c *Client) DraftReply(ctx context.Context, t Ticket) (_ string, _ Call, er
 	if t.Team != "" {
 		user = "Team: " + t.Team + "\n" + user
 	}
+	messages := []ChatMessage{{Role: "system", Content: draftPrompt}}
+	if examples := t.examplesPrompt(); examples != "" {
+		messages = append(messages, ChatMessage{Role: "system", Content: examples})
+	}
 	content, call, err := c.chat(ctx, t, "draft_reply", &ChatRequest{
 		Model:    c.config.ChatModel,
-		Messages: []ChatMessage{{Role: "system", Content: draftPrompt}, {Role: "user", Content: user}},
+		Messages: append(messages, ChatMessage{Role: "user", Content: user}),
 		User:     t.ID,
 	})
 	if err != nil {
@@ -207,7 +251,7 @@ func (c *Client) Embed(ctx context.Context, t Ticket) (_ []float32, _ Call, err 
 	defer func() { countCall("embed", err) }()
 	var resp EmbeddingResponse
 	call, err := c.post(ctx, t.ID, "embed", "/v1/embeddings",
-		&EmbeddingRequest{Model: c.config.EmbedModel, Input: t.prompt(), User: t.ID}, &resp)
+		&EmbeddingRequest{Model: c.config.EmbedModel, Input: t.embedText(), User: t.ID}, &resp)
 	if err != nil {
 		return nil, call, err
 	}

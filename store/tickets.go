@@ -38,6 +38,13 @@ type Ticket struct {
 	// SupportAddress is the address the ticket came in on, whose From its
 	// mail carries; nil: the default address.
 	SupportAddress *string
+	// DraftSources are the similar solved tickets the draft drew on.
+	DraftSources []string
+	// PossibleDuplicateOf is an open ticket of the same customer about
+	// the same thing, found when this one was triaged.
+	PossibleDuplicateOf *string
+	// MergedInto is the ticket this one was merged into (and closed).
+	MergedInto *string
 }
 
 // DraftIsCurrent reports whether the draft answers everything the customer
@@ -63,14 +70,15 @@ type InsertTicketParams struct {
 var ErrUnknownCustomer = fmt.Errorf("unknown customer: %w", ErrConflict)
 
 const ticketColumns = `id, customer_id, subject, status, team, priority, draft_reply, embedding, triage_job_id, created_at, updated_at,
-	assignee, follow_up_of, first_response_at, last_customer_message_at, draft_written_at, draft_job_id, solved_at, support_address`
+	assignee, follow_up_of, first_response_at, last_customer_message_at, draft_written_at, draft_job_id, solved_at, support_address,
+	draft_sources, possible_duplicate_of, merged_into`
 
 func scanTicket(row pgx.Row) (*Ticket, error) {
 	var t Ticket
 	if err := row.Scan(&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
 		&t.DraftReply, &t.Embedding, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
 		&t.Assignee, &t.FollowUpOf, &t.FirstResponseAt, &t.LastCustomerMessageAt, &t.DraftWrittenAt, &t.DraftJobID, &t.SolvedAt,
-		&t.SupportAddress); err != nil {
+		&t.SupportAddress, &t.DraftSources, &t.PossibleDuplicateOf, &t.MergedInto); err != nil {
 		return nil, interpretError(err)
 	}
 	return &t, nil
@@ -221,16 +229,24 @@ func (b *Batch) SetTicketClassification(id, team string, priority int) {
 // to the agent, if that job is still the ticket's: a job that a newer
 // customer message replaced writes nothing over its successor's draft.
 func (s *Store) SetTicketDraftReply(ctx context.Context, id, draft string, jobID int64) error {
-	if err := exec(ctx, s, func(b *Batch) { b.SetTicketDraftReply(id, draft, jobID) }); err != nil {
+	if err := exec(ctx, s, func(b *Batch) { b.SetTicketDraftReply(id, draft, jobID, nil) }); err != nil {
 		return fmt.Errorf("set draft of %s: %w", id, err)
 	}
 	return nil
 }
 
 // SetTicketDraftReply queues SetTicketDraftReply.
-func (b *Batch) SetTicketDraftReply(id, draft string, jobID int64) {
-	b.b.Queue(`UPDATE tickets SET draft_reply = $2, draft_job_id = $3, draft_written_at = now(), updated_at = now()
-		WHERE id = $1 AND triage_job_id = $3`, id, draft, jobID)
+func (b *Batch) SetTicketDraftReply(id, draft string, jobID int64, sources []string) {
+	if sources == nil {
+		sources = []string{}
+	}
+	b.b.Queue(`UPDATE tickets SET draft_reply = $2, draft_job_id = $3, draft_written_at = now(), updated_at = now(), draft_sources = $4
+		WHERE id = $1 AND triage_job_id = $3`, id, draft, jobID, sources)
+}
+
+// SetPossibleDuplicate queues naming a ticket a possible duplicate of another.
+func (b *Batch) SetPossibleDuplicate(id, of string) {
+	b.updateTicket(id, `possible_duplicate_of = $2`, of)
 }
 
 // SetTicketEmbedding records the ticket's vector.

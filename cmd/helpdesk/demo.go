@@ -200,7 +200,7 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 	expect("counts after the requests", res.AfterRequests, store.Counts{Tickets: 1, Jobs: 1, AIResults: 0})
 
 	fmt.Fprintln(out, "Part 2: the same job delivered twice (a simulated crash)")
-	job, err := workers.SimulateCrash(ctx, jobs.CrashPoint{Task: desk.TaskDraftReply})
+	job, err := workers.SimulateCrash(ctx, jobs.CrashPoint{Task: desk.TaskEmbed})
 	if err != nil {
 		return nil, err
 	}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
@@ -105,5 +107,59 @@ func TestMailboxCommand(t *testing.T) {
 	}
 	if code, stdout, _ := runCmd(t, env, "mailbox", "disable", "billing"); code != 0 || !strings.Contains(stdout, "disabled") {
 		t.Errorf("disable: exit %d, %q", code, stdout)
+	}
+}
+
+func TestTicketSimilarCommand(t *testing.T) {
+	t.Parallel()
+	dbURL := migratedURL(t)
+	pool := openPool(t, dbURL)
+	ctx := context.Background()
+	c, err := store.New(pool).InsertCustomerByEmail(ctx, "ada@example.com", "Ada Lovelace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three tickets with embeddings of their own: the asked one, a solved
+	// one pointing nearly the same way and a solved one at right angles.
+	var ids []string
+	for i, v := range []struct {
+		subject, status string
+		vec             []float32
+	}{
+		{"Refund please", "open", []float32{1, 0.1, 0}},
+		{"Refund for my kettle", "solved", []float32{1, 0.2, 0}},
+		{"Where is my parcel", "solved", []float32{0, 0, 1}},
+	} {
+		var id string
+		err := pool.QueryRow(ctx, `INSERT INTO tickets (id, customer_id, subject, status, team, embedding, solved_at)
+			VALUES ('T-' || (900001 + $1::int), $2, $3, $4, 'billing', $5, CASE WHEN $4 = 'solved' THEN now() END) RETURNING id`,
+			i, c.ID, v.subject, v.status, v.vec).Scan(&id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	env := map[string]string{"DATABASE_URL": dbURL}
+
+	code, stdout, stderr := runCmd(t, env, "ticket", "similar", ids[0])
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[1], ids[1]) || !strings.HasPrefix(lines[2], ids[2]) {
+		t.Fatalf("exit %d, %q %q: want the refund above the parcel", code, stdout, stderr)
+	}
+	if code, stdout, _ := runCmd(t, env, "ticket", "similar", ids[0], "-limit", "1"); code != 0 || strings.Count(stdout, "\n") != 2 {
+		t.Errorf("-limit 1: exit %d, %q", code, stdout)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ticket", "similar", "T-999999"}, "no ticket T-999999"},
+		{[]string{"ticket", "similar", "C-0001"}, "ticket's number"},
+		{[]string{"ticket", "similar", ids[0], "-status", "open"}, "-status"},
+		{[]string{"ticket", "similar", ids[0], "-limit", "0"}, "-limit"},
+	} {
+		if code, _, stderr := runCmd(t, env, c.args...); code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q: want 2 naming %q", c.args, code, stderr, c.want)
+		}
 	}
 }

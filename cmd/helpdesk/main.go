@@ -29,6 +29,7 @@ commands:
   agent       add, list and disable agents: agent add NAME -email ADDR -team TEAM
   customer    add and list customers: customer add -email ADDR -name NAME
   mailbox     IMAP mailboxes the workers fetch: mailbox add NAME -imap imaps://… -address ADDR, list, status, disable, connect
+  ticket      ticket similar ID: the solved tickets most like one, by their embeddings
   demo        show both kinds of duplicate made harmless, on a scratch database (demo build)
   simulator   run the simulated AI provider on its own
   provider    show the AI provider's circuit breaker and pace
@@ -94,6 +95,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = cmdSuppressions(ctx, args[1:], getenv, stdout, stderr)
 	case "mailbox":
 		err = cmdMailbox(ctx, args[1:], getenv, stdout, stderr)
+	case "ticket":
+		err = cmdTicket(ctx, args[1:], getenv, stdout, stderr)
 	case "provider":
 		err = cmdProvider(ctx, args[1:], getenv, stdout, stderr)
 	case "version":

@@ -75,6 +75,7 @@ type prompt struct {
 	teams                   []string
 	messages                []string // the customer's, oldest first
 	replies                 []string // the agents', oldest first
+	examples                []provider.Example
 }
 
 func (p prompt) body() string { return strings.Join(p.messages, "\n\n") }
@@ -116,6 +117,9 @@ func Draft(p prompt) string {
 	}
 	if len(p.replies) > 0 {
 		b.WriteString(" Following up on our earlier reply:")
+	}
+	if len(p.examples) > 0 {
+		fmt.Fprintf(&b, " As we answered a similar question before: %q.", openingWords(p.examples[0].Answer, 24))
 	}
 	team := p.team
 	if team == "" {
@@ -209,6 +213,24 @@ func parsePrompt(text string) prompt {
 		}
 		rest = after
 	}
+}
+
+// parseExamples reads the examples of the draft request back, from the
+// system message that starts with provider.ExamplesHeader.
+func parseExamples(msgs []provider.ChatMessage) []provider.Example {
+	var out []provider.Example
+	for _, m := range msgs {
+		text, ok := strings.CutPrefix(m.Content, provider.ExamplesHeader)
+		if m.Role != "system" || !ok {
+			continue
+		}
+		for _, part := range strings.Split(text, provider.ExampleSeparator) {
+			head, answer, _ := strings.Cut(part, provider.ExampleAnswer)
+			subject, question, _ := strings.Cut(head, provider.ExampleQuestion)
+			out = append(out, provider.Example{Subject: strings.TrimPrefix(subject, "Subject: "), Question: question, Answer: answer})
+		}
+	}
+	return out
 }
 
 func split(s string) []string {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,15 +69,22 @@ type Server struct {
 	windowCalls int
 	refused     int                       // calls answered 429
 	calls       map[string]map[string]int // ticket → task → calls received
+	prompts     map[string][]string       // ticket → the chat requests' texts, bounded
+	promptOrder []string                  // tickets of prompts, oldest first
 	mux         *http.ServeMux
 }
+
+// keptPrompts is how many tickets' requests Prompts remembers: the
+// simulator also stands in for a provider in a running service, where
+// tickets come without end.
+const keptPrompts = 1024
 
 // New returns a simulator with the given settings.
 func New(settings Settings) (*Server, error) {
 	if err := settings.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{settings: settings, calls: map[string]map[string]int{}, mux: http.NewServeMux()}
+	s := &Server{settings: settings, calls: map[string]map[string]int{}, prompts: map[string][]string{}, mux: http.NewServeMux()}
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	s.mux.HandleFunc("GET /admin/mode", s.handleGetMode)
@@ -123,6 +131,32 @@ func (s *Server) Calls(ticketID string) map[string]int {
 		out[task] = n
 	}
 	return out
+}
+
+// Prompts returns the texts of the chat requests made for a ticket, oldest
+// first, each its messages joined by blank lines: what a test reads to see
+// what the provider was told. Only the newest tickets' are kept.
+func (s *Server) Prompts(ticketID string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.prompts[ticketID]...)
+}
+
+func (s *Server) recordPrompt(ticketID string, msgs []provider.ChatMessage) {
+	parts := make([]string, len(msgs))
+	for i, m := range msgs {
+		parts[i] = m.Content
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.prompts[ticketID]; !ok {
+		if len(s.promptOrder) >= keptPrompts {
+			delete(s.prompts, s.promptOrder[0])
+			s.promptOrder = s.promptOrder[1:]
+		}
+		s.promptOrder = append(s.promptOrder, ticketID)
+	}
+	s.prompts[ticketID] = append(s.prompts[ticketID], strings.Join(parts, "\n\n"))
 }
 
 // TotalCalls returns how many calls the simulator received in all.
@@ -226,11 +260,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "messages must not be empty", "invalid_request_error")
 		return
 	}
+	s.recordPrompt(r.Header.Get(provider.HeaderTicket), req.Messages)
 	settings, answered := s.fault(w, r)
 	if answered {
 		return
 	}
 	p := parsePrompt(lastUserMessage(req.Messages))
+	p.examples = parseExamples(req.Messages)
 	var content string
 	switch {
 	case settings.Mode == ModeInvalid && req.ResponseFormat != nil:

@@ -1,0 +1,356 @@
+package desk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/helpdesk-dev/helpdesk/provider"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vectors"
+	"github.com/helpdesk-dev/helpdesk/vocab"
+)
+
+// Similarity finds the tickets whose embeddings are nearest a vector. The
+// one in use keeps a copy of every ticket's vector in memory
+// (vectors.Index), refreshed from the store; a pgvector query could take
+// its place behind this interface.
+type Similarity interface {
+	Similar(ctx context.Context, vec []float32, k int, minScore float32, keep func(ticketID string, m vectors.Meta) bool) ([]vectors.Hit, error)
+}
+
+// ErrNotEmbedded is a ticket triage has not embedded yet.
+var ErrNotEmbedded = errors.New("the ticket has no embedding yet: triage writes it")
+
+// memorySimilarity is vectors.Index over the tickets table, brought up to
+// date before each search: what changed since it last looked is read
+// again, the vectors only of the tickets that did. A transaction's rows
+// carry its start time as updated_at, and may commit after a later one's,
+// so each look goes back syncMargin before the newest change it saw; a
+// full read every rebuildEvery catches anything later still (and tickets
+// deleted), without holding up the searches meanwhile.
+type memorySimilarity struct {
+	pool *pgxpool.Pool
+
+	syncMu     sync.Mutex // one refresh at a time
+	rebuilding atomic.Bool
+
+	mu        sync.Mutex // guards the fields below
+	index     *vectors.Index
+	watermark time.Time            // the newest updated_at seen
+	recent    map[string]time.Time // updated_at of the tickets seen within syncMargin of it
+	built     time.Time            // when the index was last read in full
+}
+
+const (
+	// syncMargin is how far before the newest change each refresh looks
+	// again: longer than a transaction that writes a ticket takes.
+	syncMargin = 10 * time.Second
+	// rebuildEvery is how often the index is read anew in full.
+	rebuildEvery = 10 * time.Minute
+	// syncPage is how many tickets one read takes: a page of 384-float
+	// vectors is a few MiB.
+	syncPage = 2000
+)
+
+func newMemorySimilarity(pool *pgxpool.Pool) *memorySimilarity { return &memorySimilarity{pool: pool} }
+
+// current returns the index up to date with every change committed
+// before the call, except while a full read runs, when the index it
+// replaces serves.
+func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) {
+	s.mu.Lock()
+	ix, built := s.index, s.built
+	s.mu.Unlock()
+	if ix != nil && s.rebuilding.Load() {
+		return ix, nil
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if ix == nil || time.Since(built) > rebuildEvery {
+		return s.rebuild(ctx)
+	}
+	return ix, s.refresh(ctx, ix)
+}
+
+// rebuild reads every ticket's vector into a new index, and swaps it in.
+func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) {
+	s.rebuilding.Store(true)
+	defer s.rebuilding.Store(false)
+	started := time.Now()
+	st := store.New(s.pool)
+	var (
+		ix        *vectors.Index
+		watermark time.Time
+		recent    = map[string]time.Time{}
+		since     time.Time
+		after     string
+	)
+	for {
+		rows, err := st.TicketVectorsSince(ctx, since, after, syncPage)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			if ix == nil && r.Embedding != nil {
+				ix = vectors.New(len(r.Embedding))
+			}
+			if ix != nil {
+				put(ix, &r)
+			}
+			watermark = r.UpdatedAt
+			recent[r.ID] = r.UpdatedAt
+		}
+		if len(rows) < syncPage {
+			break
+		}
+		since, after = rows[len(rows)-1].UpdatedAt, rows[len(rows)-1].ID
+	}
+	if ix == nil {
+		// No vector yet: the next search reads again, from the start.
+		return nil, nil
+	}
+	prune(recent, watermark)
+	s.mu.Lock()
+	s.index, s.watermark, s.recent, s.built = ix, watermark, recent, started
+	s.mu.Unlock()
+	return ix, nil
+}
+
+// refresh applies to ix what changed since the last look: the ids and
+// times of the tickets changed within syncMargin of the newest change
+// seen, then, for those it has not seen at that time, their vectors.
+func (s *memorySimilarity) refresh(ctx context.Context, ix *vectors.Index) error {
+	st := store.New(s.pool)
+	s.mu.Lock()
+	since := s.watermark.Add(-syncMargin)
+	s.mu.Unlock()
+	changes, err := st.TicketChangesSince(ctx, since)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	var stale []string
+	for _, c := range changes {
+		if seen, ok := s.recent[c.ID]; !ok || !seen.Equal(c.UpdatedAt) {
+			stale = append(stale, c.ID)
+		}
+	}
+	s.mu.Unlock()
+	if len(stale) == 0 {
+		return nil
+	}
+	rows, err := st.TicketVectors(ctx, stale)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range rows {
+		r := &rows[i]
+		put(ix, r)
+		s.recent[r.ID] = r.UpdatedAt
+		if r.UpdatedAt.After(s.watermark) {
+			s.watermark = r.UpdatedAt
+		}
+	}
+	prune(s.recent, s.watermark)
+	return nil
+}
+
+// put brings a ticket's vector and what searches filter on into ix.
+func put(ix *vectors.Index, r *store.TicketVector) {
+	if r.Embedding == nil {
+		ix.Remove(r.ID)
+		return
+	}
+	ix.Put(r.ID, r.Embedding, vectors.Meta{Status: string(r.Status), Team: r.Team, CustomerID: r.CustomerID, Merged: r.Merged})
+}
+
+// prune forgets the tickets changed before the next refresh looks.
+func prune(recent map[string]time.Time, watermark time.Time) {
+	for id, at := range recent {
+		if at.Before(watermark.Add(-syncMargin)) {
+			delete(recent, id)
+		}
+	}
+}
+
+func (s *memorySimilarity) Similar(ctx context.Context, vec []float32, k int, minScore float32, keep func(string, vectors.Meta) bool) ([]vectors.Hit, error) {
+	ix, err := s.current(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("similar tickets: %w", err)
+	}
+	if ix == nil || len(vec) != ix.Dims() {
+		return nil, nil
+	}
+	return ix.Search(vec, k, minScore, keep), nil
+}
+
+// SimilarTicket is a ticket like another, and how alike.
+type SimilarTicket struct {
+	TicketID string       `json:"ticket_id"`
+	Score    float32      `json:"score"`
+	Subject  string       `json:"subject"`
+	Status   vocab.Status `json:"status"`
+	Team     *string      `json:"team"`
+	SolvedAt *time.Time   `json:"solved_at"`
+}
+
+// SimilarTickets are the tickets most like ticketID by their embeddings,
+// best first: solved ones (status "solved", the default), closed ones,
+// or any; the ticket itself and merged tickets left out.
+func (d *Desk) SimilarTickets(ctx context.Context, ticketID, status string, limit int) ([]SimilarTicket, error) {
+	st := store.New(d.pool)
+	t, err := st.GetTicket(ctx, ticketID)
+	if err != nil {
+		return nil, err
+	}
+	if t.Embedding == nil {
+		return nil, fmt.Errorf("ticket %s: %w", ticketID, ErrNotEmbedded)
+	}
+	keep := func(id string, m vectors.Meta) bool {
+		if id == ticketID || m.Merged {
+			return false
+		}
+		switch status {
+		case "any":
+			return true
+		case "closed":
+			return m.Status == string(vocab.StatusClosed)
+		}
+		return m.Status == string(vocab.StatusSolved)
+	}
+	hits, err := d.similarity.Similar(ctx, t.Embedding, limit, -1, keep)
+	if err != nil || len(hits) == 0 {
+		return []SimilarTicket{}, err
+	}
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.ID
+	}
+	summaries, err := st.TicketSummaries(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SimilarTicket, 0, len(hits))
+	for _, h := range hits {
+		if s := summaries[h.ID]; s != nil {
+			out = append(out, SimilarTicket{TicketID: h.ID, Score: h.Score, Subject: s.Subject, Status: s.Status, Team: s.Team, SolvedAt: s.SolvedAt})
+		}
+	}
+	return out, nil
+}
+
+// DraftExamples are how we answered the solved tickets of the team most
+// like this one (up to DraftExamples of them, each at least
+// SimilarMinScore alike), for the draft to draw on, and their ids. Only
+// what the customer of each saw is used, the subject, their first message
+// and the agents' last reply, with that customer's name and address taken
+// out: no note, no held mail, nothing else of theirs.
+func (d *Desk) DraftExamples(ctx context.Context, ticketID string, vec []float32, team string) ([]provider.Example, []string, error) {
+	n := d.config.DraftExamples
+	if n <= 0 || vec == nil {
+		return nil, nil, nil
+	}
+	hits, err := d.similarity.Similar(ctx, vec, n, float32(d.config.SimilarMinScore), func(id string, m vectors.Meta) bool {
+		return id != ticketID && !m.Merged && (m.Status == string(vocab.StatusSolved) || m.Status == string(vocab.StatusClosed)) &&
+			(team == "" || m.Team == team)
+	})
+	if err != nil || len(hits) == 0 {
+		return nil, nil, err
+	}
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.ID
+	}
+	found, err := store.New(d.pool).Examples(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	var examples []provider.Example
+	var sources []string
+	for _, h := range hits {
+		e := found[h.ID]
+		if e == nil {
+			continue // no answer of ours to draw on
+		}
+		redact := redactor(e.CustomerName, e.CustomerEmail)
+		ex := provider.Example{Subject: redact.Replace(e.Subject), Answer: redact.Replace(e.Answer)}
+		if !d.config.OmitExampleQuestions {
+			ex.Question = redact.Replace(e.Question)
+		}
+		examples = append(examples, ex)
+		sources = append(sources, h.ID)
+	}
+	return examples, sources, nil
+}
+
+// redactor takes a customer's name and address out of a text: the
+// address, its local part, the full name and each of its words of three
+// letters or more, the longest first.
+func redactor(name, email string) *strings.Replacer {
+	var pairs []string
+	add := func(s string) {
+		if len([]rune(s)) >= 3 {
+			pairs = append(pairs, s, "the customer")
+		}
+	}
+	add(email)
+	if local, _, ok := strings.Cut(email, "@"); ok {
+		add(local)
+	}
+	add(name)
+	for _, w := range strings.Fields(name) {
+		add(strings.Trim(w, ".,"))
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// flagDuplicateTx names, in the transaction of its embedding, the open or
+// pending ticket the same customer opened before this one, within
+// DuplicateWindow, about the same thing (at least DuplicateMinScore
+// alike), as the ticket's possible duplicate, with an event. Nothing is
+// merged: an agent decides (MergeTicket).
+func (d *Desk) flagDuplicateTx(ctx context.Context, tx *store.Tx, ticketID string, vec []float32) error {
+	if d.config.DuplicateWindow <= 0 || vec == nil {
+		return nil
+	}
+	var (
+		t      store.Ticket
+		others []store.TicketVector
+		reads  store.Batch
+	)
+	reads.GetTicket(ticketID, &t)
+	reads.EarlierOpenOfCustomer(ticketID, d.config.DuplicateWindow, &others)
+	if err := tx.Store().Send(ctx, &reads); err != nil {
+		return err
+	}
+	unit := vectors.Normalize(vec, len(vec))
+	best, bestScore := "", float32(d.config.DuplicateMinScore)
+	for _, o := range others {
+		u := vectors.Normalize(o.Embedding, len(unit))
+		if u == nil {
+			continue
+		}
+		var score float32
+		for i := range u {
+			score += u[i] * unit[i]
+		}
+		if score >= bestScore {
+			best, bestScore = o.ID, score
+		}
+	}
+	if best == "" || deref(t.PossibleDuplicateOf) == best {
+		return nil
+	}
+	tx.Later(func(b *store.Batch) { b.SetPossibleDuplicate(ticketID, best) })
+	event(tx, ticketID, vocab.System, "possible_duplicate", deref(t.PossibleDuplicateOf), best)
+	return nil
+}

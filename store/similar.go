@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/helpdesk-dev/helpdesk/vocab"
+)
+
+// TicketVector is a ticket's embedding and what a similar search filters on.
+type TicketVector struct {
+	ID         string
+	Embedding  []float32 // nil: not embedded
+	Status     vocab.Status
+	Team       string
+	CustomerID string
+	Merged     bool
+	UpdatedAt  time.Time
+}
+
+// TicketVectorsSince returns the tickets changed at or after since, in
+// the order of (updated_at, id), after the one at (since, afterID) for a
+// page past the first (afterID "" for the first), at most limit of them:
+// the rows of one transaction share an updated_at, however many they are.
+func (s *Store) TicketVectorsSince(ctx context.Context, since time.Time, afterID string, limit int) ([]TicketVector, error) {
+	return s.ticketVectors(ctx, `WHERE updated_at >= $1 AND (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`,
+		since, afterID, limit)
+}
+
+// TicketChange is when a ticket last changed.
+type TicketChange struct {
+	ID        string
+	UpdatedAt time.Time
+}
+
+// TicketChangesSince returns the tickets changed at or after since, their
+// ids and times only.
+func (s *Store) TicketChangesSince(ctx context.Context, since time.Time) ([]TicketChange, error) {
+	rows, err := s.db.Query(ctx, `SELECT id, updated_at FROM tickets WHERE updated_at >= $1`, since)
+	if err != nil {
+		return nil, fmt.Errorf("ticket changes: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[TicketChange])
+	if err != nil {
+		return nil, fmt.Errorf("ticket changes: %w", err)
+	}
+	return list, nil
+}
+
+// TicketVectors returns the vectors of the tickets with these ids, and
+// what a search filters on.
+func (s *Store) TicketVectors(ctx context.Context, ids []string) ([]TicketVector, error) {
+	return s.ticketVectors(ctx, `WHERE id = ANY($1)`, ids)
+}
+
+// ticketVectors reads the vectors of the tickets the clause picks.
+func (s *Store) ticketVectors(ctx context.Context, where string, args ...any) ([]TicketVector, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+ticketVectorColumns+` FROM tickets `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("ticket vectors: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, scanTicketVector)
+	if err != nil {
+		return nil, fmt.Errorf("ticket vectors: %w", err)
+	}
+	return list, nil
+}
+
+const ticketVectorColumns = `id, embedding, status, coalesce(team, ''), customer_id, merged_into IS NOT NULL, updated_at`
+
+func scanTicketVector(row pgx.CollectableRow) (TicketVector, error) {
+	var v TicketVector
+	err := row.Scan(&v.ID, &v.Embedding, &v.Status, &v.Team, &v.CustomerID, &v.Merged, &v.UpdatedAt)
+	return v, err
+}
+
+// TicketSummary is a ticket as a list of similar ones shows it.
+type TicketSummary struct {
+	ID       string
+	Subject  string
+	Status   vocab.Status
+	Team     *string
+	SolvedAt *time.Time
+}
+
+// TicketSummaries returns the tickets with these ids, in no order.
+func (s *Store) TicketSummaries(ctx context.Context, ids []string) (map[string]*TicketSummary, error) {
+	rows, err := s.db.Query(ctx, `SELECT id, subject, status, team, solved_at FROM tickets WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("ticket summaries: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*TicketSummary, error) {
+		var t TicketSummary
+		return &t, row.Scan(&t.ID, &t.Subject, &t.Status, &t.Team, &t.SolvedAt)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ticket summaries: %w", err)
+	}
+	out := make(map[string]*TicketSummary, len(list))
+	for _, t := range list {
+		out[t.ID] = t
+	}
+	return out, nil
+}
+
+// Example is how a solved ticket was answered: its subject, the
+// customer's first message and the agents' last reply, and the customer's
+// name and address, which a caller takes out of the texts.
+type Example struct {
+	TicketID      string
+	Subject       string
+	Question      string
+	Answer        string
+	CustomerName  string
+	CustomerEmail string
+}
+
+// Examples returns, of each ticket that has both, the first customer
+// message and the last agent reply: text the customer saw, no note, no
+// held mail, no machine's mail.
+func (s *Store) Examples(ctx context.Context, ids []string) (map[string]*Example, error) {
+	rows, err := s.db.Query(ctx, `SELECT t.id, t.subject, q.body, a.body, c.name, c.email
+		FROM tickets t JOIN customers c ON c.id = t.customer_id
+		CROSS JOIN LATERAL (SELECT body FROM messages WHERE ticket_id = t.id AND direction = 'inbound' AND NOT auto_submitted
+			ORDER BY created_at, id LIMIT 1) q
+		CROSS JOIN LATERAL (SELECT body FROM messages WHERE ticket_id = t.id AND direction = 'outbound' AND author LIKE 'agent:%'
+			ORDER BY created_at DESC, id DESC LIMIT 1) a
+		WHERE t.id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("examples: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Example, error) {
+		var e Example
+		return &e, row.Scan(&e.TicketID, &e.Subject, &e.Question, &e.Answer, &e.CustomerName, &e.CustomerEmail)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("examples: %w", err)
+	}
+	out := make(map[string]*Example, len(list))
+	for _, e := range list {
+		out[e.TicketID] = e
+	}
+	return out, nil
+}
+
+// EarlierOpenOfCustomer queues the read of the open and pending tickets
+// the customer of ticketID opened before it, within window, with their
+// embeddings: the candidates for its duplicate.
+func (b *Batch) EarlierOpenOfCustomer(ticketID string, window time.Duration, into *[]TicketVector) {
+	b.b.Queue(`SELECT o.id, o.embedding, o.status, coalesce(o.team, ''), o.customer_id, false, o.updated_at
+		FROM tickets t JOIN tickets o ON o.customer_id = t.customer_id AND o.id <> t.id AND o.created_at <= t.created_at
+		WHERE t.id = $1 AND o.status IN ('open', 'pending') AND o.created_at >= t.created_at - $2::interval
+		  AND o.embedding IS NOT NULL AND o.merged_into IS NULL
+		ORDER BY o.created_at DESC LIMIT 50`, ticketID, window).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, scanTicketVector)
+		*into = list
+		return err
+	})
+}
