@@ -142,6 +142,11 @@ func New(config Config) *Server {
 	s.route("/v1/suppressions/{address}", map[string]handlerFunc{http.MethodDelete: s.clearSuppression})
 	s.route("/v1/mailboxes", map[string]handlerFunc{http.MethodGet: s.listMailboxes, http.MethodPost: s.createMailbox})
 	s.route("/v1/mailboxes/{name}", map[string]handlerFunc{http.MethodGet: s.getMailbox, http.MethodPatch: s.patchMailbox})
+	s.route("/v1/sla/policies", map[string]handlerFunc{http.MethodGet: s.listSLAPolicies, http.MethodPut: s.putSLAPolicy})
+	s.route("/v1/sla/policies/{priority}", map[string]handlerFunc{http.MethodDelete: s.deleteSLAPolicy})
+	s.route("/v1/sla/due", map[string]handlerFunc{http.MethodGet: s.getSLADue})
+	s.route("/v1/calendars", map[string]handlerFunc{http.MethodGet: s.listCalendars})
+	s.route("/v1/calendars/{name}", map[string]handlerFunc{http.MethodPut: s.putCalendar})
 	s.route("/v1/webhooks", map[string]handlerFunc{http.MethodGet: s.listWebhooks, http.MethodPost: s.createWebhook})
 	s.route("/v1/webhooks/{id}", map[string]handlerFunc{http.MethodDelete: s.deleteWebhook})
 	return s

@@ -77,6 +77,10 @@ func toAPIError(err error) *Error {
 		return &Error{Status: http.StatusConflict, Code: "already_merged", Message: err.Error()}
 	case errors.Is(err, desk.ErrMergeOtherCustomer):
 		return &Error{Status: http.StatusConflict, Code: "other_customer", Message: err.Error()}
+	case errors.Is(err, desk.ErrInvalidSLA):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid_sla", Message: err.Error()}
+	case errors.Is(err, desk.ErrUnknownCalendar):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_calendar", Message: err.Error() + "; PUT /v1/calendars/{name} adds one"}
 	case errors.Is(err, desk.ErrCustomerExists):
 		return &Error{Status: http.StatusConflict, Code: "customer_exists", Message: err.Error()}
 	case errors.Is(err, store.ErrConflict):

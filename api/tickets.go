@@ -161,10 +161,12 @@ type ticketView struct {
 	PossibleDuplicateOf *string `json:"possible_duplicate_of,omitempty"`
 	// MergedInto is the ticket this one was merged into, which holds its
 	// messages now (for a customer, only when it is theirs too).
-	MergedInto *string              `json:"merged_into,omitempty"`
-	Triage     *triageView          `json:"triage"`
-	Messages   []messageView        `json:"messages"`
-	Events     []*store.TicketEvent `json:"events,omitempty"`
+	MergedInto *string `json:"merged_into,omitempty"`
+	// SLA is the ticket's clocks, when a policy times it (agents).
+	SLA      *store.TicketSLA     `json:"sla,omitempty"`
+	Triage   *triageView          `json:"triage"`
+	Messages []messageView        `json:"messages"`
+	Events   []*store.TicketEvent `json:"events,omitempty"`
 }
 
 func viewMessage(m *store.Message, attachments map[int64][]*store.Attachment) messageView {
@@ -243,6 +245,9 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who vocab.Act
 			return err
 		}
 		view.DraftSources, view.PossibleDuplicateOf, view.MergedInto = ticket.DraftSources, ticket.PossibleDuplicateOf, ticket.MergedInto
+		if view.SLA, err = s.desk.TicketSLA(ctx, ticket.ID); err != nil {
+			return err
+		}
 	} else if ticket.MergedInto != nil {
 		into, err := st.GetTicket(ctx, *ticket.MergedInto)
 		if err != nil {
@@ -278,7 +283,7 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request, who vocab.Act
 
 // ticketFilters are the query parameters of GET /v1/tickets; any other is
 // refused rather than ignored.
-var ticketFilters = []string{"status", "team", "assignee", "customer", "limit", "cursor"}
+var ticketFilters = []string{"status", "team", "assignee", "customer", "sla", "limit", "cursor"}
 
 // listTickets answers GET /v1/tickets[?status=][&team=][&assignee=NAME|me]
 // [&customer=C-…][&limit=N][&cursor=C], newest first. Agents see every
@@ -307,6 +312,20 @@ func (s *Server) listTickets(w http.ResponseWriter, r *http.Request, who vocab.A
 	}
 	if q.Has("customer") && !vocab.CustomerIDPattern.MatchString(params.CustomerID) {
 		return badRequest("invalid_customer", "customer must be a customer id such as C-0022")
+	}
+	if v := q.Get("sla"); q.Has("sla") {
+		within, isWithin := strings.CutPrefix(v, "due_within:")
+		d, err := time.ParseDuration(within)
+		switch {
+		case !who.IsAgent():
+			return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: "SLA filters are for agents"}
+		case v == "breached":
+			params.SLABreached = true
+		case isWithin && err == nil && d > 0 && d <= 366*24*time.Hour:
+			params.SLADueWithin = d
+		default:
+			return badRequest("invalid_sla", "sla must be breached or due_within:DURATION, such as due_within:1h")
+		}
 	}
 	if !who.IsAgent() {
 		if q.Has("customer") && params.CustomerID != who.ID() {

@@ -39,6 +39,9 @@ type Enqueuer interface {
 	// that runs, ErrJobFinished for one that is over, store.ErrNotFound
 	// for none. It holds the job until tx ends, so no worker takes it.
 	CancelTx(ctx context.Context, tx *store.Tx, jobID int64) (Cancelled, error)
+	// EnqueueSLATx queues a look at a ticket's clocks at at (zero: now);
+	// one look per ticket and time.
+	EnqueueSLATx(ctx context.Context, tx *store.Tx, ticketID string, at time.Time) (int64, error)
 }
 
 // Errors of the use cases; the edges map each to a status or a reply code.
@@ -137,6 +140,7 @@ type Desk struct {
 	addresses addressCache
 	// similarity is Config.Similarity or the one in memory.
 	similarity Similarity
+	slaOn      slaSwitch
 }
 
 // New returns the use cases over pool, queueing their work with jobs.

@@ -18,7 +18,7 @@ const (
 )
 
 // EventTypes lists every event type.
-var EventTypes = []string{EventTicketCreated, EventTicketTriaged, EventTicketStatusChanged, EventMessageSent, EventMessageFailed, EventMessageReceived}
+var EventTypes = []string{EventTicketCreated, EventTicketTriaged, EventTicketStatusChanged, EventMessageSent, EventMessageFailed, EventMessageReceived, EventSLAWarning, EventSLABreached}
 
 // TicketCreated is the data of ticket.created.
 type TicketCreated struct {

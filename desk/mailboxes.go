@@ -71,12 +71,8 @@ func (d *Desk) AddMailbox(ctx context.Context, p *MailboxParams) (*store.Mailbox
 	}
 	st := store.New(d.pool)
 	if p.Team != "" {
-		teams, err := st.Teams(ctx)
-		if err != nil {
+		if err := requireTeam(ctx, st, p.Team); err != nil {
 			return nil, err
-		}
-		if !slices.Contains(teams, p.Team) {
-			return nil, fmt.Errorf("%w: %q (teams: %v)", ErrUnknownTeam, p.Team, teams)
 		}
 		row.Team = &p.Team
 	}

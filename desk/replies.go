@@ -109,5 +109,8 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) 
 	if status != ticket.Status {
 		setStatus(tx, &ticket, p.Author, status)
 	}
+	if err := d.retimeTx(ctx, tx, ticket.ID); err != nil {
+		return nil, 0, err
+	}
 	return msg, jobID, nil
 }

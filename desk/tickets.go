@@ -250,6 +250,9 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 	if ticket.Status == vocab.StatusPending || ticket.Status == vocab.StatusSolved {
 		setStatus(tx, ticket, p.Author, vocab.StatusOpen)
 	}
+	if err := d.retimeTx(ctx, tx, p.TicketID); err != nil {
+		return nil, err
+	}
 	if out.JobID, err = d.retriageTx(ctx, tx, p.TicketID); err != nil {
 		return nil, err
 	}
@@ -317,12 +320,8 @@ func (d *Desk) changeTx(ctx context.Context, tx *store.Tx, t *store.Ticket, acto
 		}
 	}
 	if c.Team != nil {
-		teams, err := st.Teams(ctx)
-		if err != nil {
+		if err := requireTeam(ctx, st, *c.Team); err != nil {
 			return err
-		}
-		if !slices.Contains(teams, *c.Team) {
-			return fmt.Errorf("%w: %q (teams: %v)", ErrUnknownTeam, *c.Team, teams)
 		}
 	}
 	if c.Status != nil && *c.Status != t.Status {
@@ -347,7 +346,7 @@ func (d *Desk) changeTx(ctx context.Context, tx *store.Tx, t *store.Ticket, acto
 		}
 		event(tx, t.ID, actor, "priority", from, strconv.Itoa(priority))
 	}
-	return nil
+	return d.retimeTx(ctx, tx, t.ID)
 }
 
 // setStatus changes the status with its events, with the transaction's
@@ -358,6 +357,18 @@ func setStatus(tx *store.Tx, t *store.Ticket, actor vocab.Actor, status vocab.St
 	tx.Later(func(b *store.Batch) { b.SetTicketStatus(t.ID, status) })
 	emit(tx, EventTicketStatusChanged, TicketStatusChanged{TicketID: t.ID, From: from, To: status, Actor: actor})
 	event(tx, t.ID, actor, "status", string(from), string(status))
+}
+
+// requireTeam is ErrUnknownTeam for a team nobody belongs to.
+func requireTeam(ctx context.Context, st *store.Store, team string) error {
+	teams, err := st.Teams(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(teams, team) {
+		return fmt.Errorf("%w: %q (teams: %v)", ErrUnknownTeam, team, teams)
+	}
+	return nil
 }
 
 // event records a change with the transaction's next trip; empty values

@@ -26,6 +26,7 @@ type queued struct {
 	TicketID  string
 	MessageID int64
 	ID        int64
+	At        time.Time // sla: when; zero for now
 }
 
 // fakeQueue is the enqueue interface without River: it writes nothing and
@@ -59,6 +60,14 @@ func (q *fakeQueue) EnqueueEmailTx(_ context.Context, _ *store.Tx, messageID int
 
 func (q *fakeQueue) EnqueueNotifyTx(_ context.Context, _ *store.Tx, messageID int64, ticketID string) (int64, error) {
 	return q.add("notify", ticketID, messageID)
+}
+
+func (q *fakeQueue) EnqueueSLATx(_ context.Context, _ *store.Tx, ticketID string, at time.Time) (int64, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.next++
+	q.jobs = append(q.jobs, queued{Kind: "sla", TicketID: ticketID, ID: q.next, At: at})
+	return q.next, nil
 }
 
 // CancelTx takes the job off the fake queue, as River would cancel it.

@@ -3,16 +3,18 @@ package jobs
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/helpdesk-dev/helpdesk/metrics"
+	"github.com/helpdesk-dev/helpdesk/sla"
 	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // Kinds are the kinds of job helpdesk queues.
-var Kinds = []string{TriageArgs{}.Kind(), EmailArgs{}.Kind(), NotifyArgs{}.Kind(), WebhookArgs{}.Kind(), AutocloseArgs{}.Kind(), PruneArgs{}.Kind()}
+var Kinds = []string{TriageArgs{}.Kind(), EmailArgs{}.Kind(), NotifyArgs{}.Kind(), WebhookArgs{}.Kind(), AutocloseArgs{}.Kind(), PruneArgs{}.Kind(), SLAArgs{}.Kind()}
 
 // RefreshGauges sets the metrics that come from the database, shared by
 // every process: jobs by kind and state, the relay's pause and the
@@ -57,6 +59,23 @@ func (q *Queue) RefreshGauges(ctx context.Context) error {
 		open = open || p.State == store.BreakerOpen
 	}
 	metrics.ProviderBreakerOpen.Set(boolGauge(open))
+	due, err := st.SLADueSeconds(ctx)
+	if err != nil {
+		return err
+	}
+	for _, target := range sla.Targets {
+		secs := due[string(target)]
+		for _, bound := range metrics.SLADueBounds {
+			n := 0
+			for _, s := range secs {
+				if s <= bound {
+					n++
+				}
+			}
+			metrics.SLADueWithin.WithLabelValues(string(target), strconv.FormatFloat(bound, 'f', -1, 64)).Set(float64(n))
+		}
+		metrics.SLADueWithin.WithLabelValues(string(target), "+Inf").Set(float64(len(secs)))
+	}
 	return nil
 }
 

@@ -188,6 +188,19 @@ func (q *Queue) EnqueueNotifyTx(ctx context.Context, tx *store.Tx, messageID int
 	return q.insert(ctx, tx, NotifyArgs{MessageID: messageID, TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
 }
 
+// EnqueueSLATx queues a look at a ticket's clocks, now or at at; a look
+// at a time is queued once however often it is asked for.
+func (q *Queue) EnqueueSLATx(ctx context.Context, tx *store.Tx, ticketID string, at time.Time) (int64, error) {
+	opts := &river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: q.config.TriageMaxAttempts}
+	args := SLAArgs{TicketID: ticketID}
+	if !at.IsZero() {
+		args.At = at.UTC()
+		opts.ScheduledAt = at
+		opts.UniqueOpts = river.UniqueOpts{ByArgs: true}
+	}
+	return q.insert(ctx, tx, args, opts)
+}
+
 func (q *Queue) insert(ctx context.Context, tx *store.Tx, args river.JobArgs, opts *river.InsertOpts) (int64, error) {
 	pgxTx, err := tx.Pgx(ctx)
 	if err != nil {

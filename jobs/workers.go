@@ -59,6 +59,7 @@ func NewWorkers(pool *pgxpool.Pool, queue *Queue, d *desk.Desk) (*Workers, error
 			return river.AddWorkerSafely(workers, &pruneWorker{desk: d})
 		},
 		func() error { return river.AddWorkerSafely(workers, w.autoclose) },
+		func() error { return river.AddWorkerSafely(workers, &SLAWorker{desk: d}) },
 		func() error {
 			return river.AddWorkerSafely(workers, &WebhookWorker{pool: pool, client: config.WebhookEgress.Client(config.WebhookTimeout),
 				backoff: config.WebhookBackoff, timeout: config.WebhookTimeout})

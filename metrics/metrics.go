@@ -80,6 +80,22 @@ var (
 		"UIDVALIDITY changes of IMAP mailboxes: their folders are read again from the first message, once-only.", "mailbox")
 )
 
+// SLA metrics: breaches as they are sent, and the running clocks by
+// how soon they fall due (counted with the jobs' gauges).
+var (
+	// SLABreaches counts breaches sent, by target, priority and team.
+	SLABreaches = newCounterVec("helpdesk_sla_breaches_total",
+		"SLA breaches sent (each once), by target (first_response, next_response, resolution), priority and team.", "target", "priority", "team")
+	// SLADueWithin is how many running clocks of a target fall due within
+	// a bound: overdue ones are within every bound.
+	SLADueWithin = newGaugeVec("helpdesk_sla_open_tickets_due_within_seconds",
+		"Running SLA clocks by target that fall due within the given number of seconds (cumulative; overdue clocks count in every bound; +Inf is all).",
+		"target", "within")
+)
+
+// SLADueBounds are the bounds of SLADueWithin, in seconds.
+var SLADueBounds = []float64{0, 900, 3600, 4 * 3600, 24 * 3600}
+
 // Handler serves the registry in the Prometheus exposition format.
 func Handler() http.Handler {
 	return promhttp.HandlerFor(Registry, promhttp.HandlerOpts{Registry: Registry})

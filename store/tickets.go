@@ -162,8 +162,12 @@ type ListTicketsParams struct {
 	Status     vocab.Status
 	Team       string
 	Assignee   string
-	Before     *TicketKey // only tickets older than this one (the previous page's last)
-	Limit      int
+	// SLABreached keeps the tickets with a breached SLA target; SLADueWithin
+	// those with a running clock due within it from now (not yet breached).
+	SLABreached  bool
+	SLADueWithin time.Duration
+	Before       *TicketKey // only tickets older than this one (the previous page's last)
+	Limit        int
 }
 
 // TicketKey is a ticket's place in the newest-first order.
@@ -190,6 +194,14 @@ func (s *Store) ListTickets(ctx context.Context, p *ListTicketsParams) ([]*Ticke
 		if f.value != "" {
 			add(f.column+" = $%d", f.value)
 		}
+	}
+	if p.SLABreached {
+		where = append(where, `id IN (SELECT ticket_id FROM ticket_slas WHERE breached)`)
+	}
+	if p.SLADueWithin > 0 {
+		add(`id IN (SELECT ticket_id FROM ticket_slas
+			WHERE least(first_response_due, next_response_due, resolution_due) BETWEEN now() AND now() + $%d::interval)`,
+			p.SLADueWithin.String())
 	}
 	if beforeAt != nil {
 		args = append(args, *beforeAt, *beforeID)

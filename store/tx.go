@@ -23,6 +23,9 @@ type Tx struct {
 	tx    pgx.Tx // nil until the first trip begins it
 	later Batch
 	done  bool
+	// hooks run before the commit, once per key, in the order added.
+	hooks    []func(ctx context.Context) error
+	hookKeys map[string]bool
 }
 
 // Begin returns a unit of work on pool; nothing is sent yet.
@@ -101,9 +104,38 @@ func (t *Tx) begun(ctx context.Context) (pgx.Tx, error) {
 // InsertTx): begun, with nothing waiting.
 func (t *Tx) Pgx(ctx context.Context) (pgx.Tx, error) { return t.begun(ctx) }
 
-// Commit sends what waits and commits. A unit of work that never went to
-// the database has nothing to commit.
+// BeforeCommit runs fn in the transaction just before it commits, once
+// per key however often it is asked: work that follows from everything the
+// transaction did (a ticket's clocks after all its changes) is done once,
+// after the last change. What waits is sent first, so fn sees what the
+// transaction's Later reads read; that trip would have gone with the
+// commit anyway. An error from fn rolls the transaction back.
+func (t *Tx) BeforeCommit(key string, fn func(ctx context.Context) error) {
+	if t.hookKeys[key] {
+		return
+	}
+	if t.hookKeys == nil {
+		t.hookKeys = map[string]bool{}
+	}
+	t.hookKeys[key] = true
+	t.hooks = append(t.hooks, fn)
+}
+
+// Commit runs the BeforeCommit hooks, sends what waits and commits. A
+// unit of work that never went to the database has nothing to commit.
 func (t *Tx) Commit(ctx context.Context) error {
+	for len(t.hooks) > 0 { // a hook may add another
+		if err := t.send(ctx, nil, false); err != nil {
+			return err
+		}
+		hooks := t.hooks
+		t.hooks = nil
+		for _, h := range hooks {
+			if err := h(ctx); err != nil {
+				return err
+			}
+		}
+	}
 	if err := t.send(ctx, nil, false); err != nil {
 		return err
 	}

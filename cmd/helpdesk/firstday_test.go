@@ -163,3 +163,49 @@ func TestTicketSimilarCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestSLACommands(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": migratedURL(t)}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"calendar", "set", "office", "-tz", "Europe/Berlin", "-hours", "Mon-Fri 09:00-17:00", "-holidays", "2026-12-25,2026-12-26"},
+			"calendar office (Europe/Berlin): Mon-Fri 09:00-17:00; holidays 2026-12-25,2026-12-26"},
+		{[]string{"calendar", "set", "us", "-tz", "America/New_York", "-hours", "Mon-Fri 09:00-17:00"}, "calendar us"},
+		// Chatwoot's own example: Friday 16:30 plus one business hour.
+		{[]string{"sla", "due", "-from", "2026-01-16T16:30:00+01:00", "-target", "1h", "-calendar", "office"}, "2026-01-19T09:30:00+01:00"},
+		{[]string{"sla", "due", "-from", "2026-03-27T16:00:00+01:00", "-target", "2h", "-calendar", "office"}, "2026-03-30T10:00:00+02:00"},
+		{[]string{"sla", "due", "-from", "2026-10-30T16:00:00-04:00", "-target", "2h", "-calendar", "us"}, "2026-11-02T10:00:00-05:00"},
+		{[]string{"sla", "due", "-from", "2026-12-24T16:00:00+01:00", "-target", "2h", "-calendar", "office"}, "2026-12-28T10:00:00+01:00"},
+		{[]string{"sla", "due", "-from", "2026-01-12T09:00:00+01:00", "-target", "50h", "-calendar", "office"}, "2026-01-20T11:00:00+01:00"},
+		{[]string{"sla", "due", "-from", "2026-03-28T23:30:00Z", "-target", "1h"}, "2026-03-29T00:30:00Z"},
+		{[]string{"sla", "set", "-priority", "1", "-first-response", "1h", "-next-response", "4h", "-resolution", "24h", "-calendar", "office"},
+			"sla policy for priority 1: first response 1h0m0s, next response 4h0m0s, resolution 24h0m0s, warning 20% before, calendar office"},
+		{[]string{"sla", "list"}, "1         *     1h0m0s"},
+		{[]string{"sla", "delete", "-priority", "1"}, "deleted"},
+	} {
+		if code, stdout, stderr := runCmd(t, env, c.args...); code != 0 || !strings.Contains(stdout, c.want) {
+			t.Errorf("%v: exit %d, %q %q: want %q", c.args, code, stdout, stderr, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sla", "set", "-priority", "1"}, "at least one"},
+		{[]string{"sla", "set", "-priority", "5", "-first-response", "1h"}, "-priority"},
+		{[]string{"sla", "set", "-priority", "1", "-first-response", "1h", "-calendar", "mars"}, "no such calendar"},
+		{[]string{"sla", "set", "-priority", "1", "-first-response", "1h", "-team", "nobody"}, "no such team"},
+		{[]string{"sla", "delete", "-priority", "2"}, "no policy"},
+		{[]string{"sla", "due", "-from", "friday", "-target", "1h"}, "RFC 3339"},
+		{[]string{"calendar", "set", "x", "-tz", "Mars/Base", "-hours", "Mon 09:00-17:00"}, "time zone"},
+		{[]string{"calendar", "set", "x", "-tz", "UTC", "-hours", "Mon 17:00-09:00"}, "interval"},
+		{[]string{"calendar", "set", "24x7", "-tz", "UTC", "-hours", "Mon 09:00-17:00"}, "built in"},
+	} {
+		if code, _, stderr := runCmd(t, env, c.args...); code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q: want 2 naming %q", c.args, code, stderr, c.want)
+		}
+	}
+}

@@ -30,6 +30,8 @@ commands:
   customer    add and list customers: customer add -email ADDR -name NAME
   mailbox     IMAP mailboxes the workers fetch: mailbox add NAME -imap imaps://… -address ADDR, list, status, disable, connect
   ticket      ticket similar ID: the solved tickets most like one, by their embeddings
+  sla         SLA targets per priority: sla set -priority 1 -first-response 1h, list, delete, due
+  calendar    business hours for SLA clocks: calendar set NAME -tz Europe/Berlin -hours "Mon-Fri 09:00-17:00"
   demo        show both kinds of duplicate made harmless, on a scratch database (demo build)
   simulator   run the simulated AI provider on its own
   provider    show the AI provider's circuit breaker and pace
@@ -97,6 +99,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = cmdMailbox(ctx, args[1:], getenv, stdout, stderr)
 	case "ticket":
 		err = cmdTicket(ctx, args[1:], getenv, stdout, stderr)
+	case "sla":
+		err = cmdSLA(ctx, args[1:], getenv, stdout, stderr)
+	case "calendar":
+		err = cmdCalendar(ctx, args[1:], getenv, stdout, stderr)
 	case "provider":
 		err = cmdProvider(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
