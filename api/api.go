@@ -145,6 +145,8 @@ func New(config Config) *Server {
 	s.route("/v1/sla/policies", map[string]handlerFunc{http.MethodGet: s.listSLAPolicies, http.MethodPut: s.putSLAPolicy})
 	s.route("/v1/sla/policies/{priority}", map[string]handlerFunc{http.MethodDelete: s.deleteSLAPolicy})
 	s.route("/v1/sla/due", map[string]handlerFunc{http.MethodGet: s.getSLADue})
+	s.route("/v1/saved-replies", map[string]handlerFunc{http.MethodGet: s.listSavedReplies, http.MethodPost: s.createSavedReply})
+	s.route("/v1/saved-replies/{id}", map[string]handlerFunc{http.MethodDelete: s.deleteSavedReply})
 	s.route("/v1/calendars", map[string]handlerFunc{http.MethodGet: s.listCalendars})
 	s.route("/v1/calendars/{name}", map[string]handlerFunc{http.MethodPut: s.putCalendar})
 	s.route("/v1/webhooks", map[string]handlerFunc{http.MethodGet: s.listWebhooks, http.MethodPost: s.createWebhook})

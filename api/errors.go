@@ -77,6 +77,8 @@ func toAPIError(err error) *Error {
 		return &Error{Status: http.StatusConflict, Code: "already_merged", Message: err.Error()}
 	case errors.Is(err, desk.ErrMergeOtherCustomer):
 		return &Error{Status: http.StatusConflict, Code: "other_customer", Message: err.Error()}
+	case errors.Is(err, desk.ErrTicketChanged):
+		return &Error{Status: http.StatusConflict, Code: "ticket_changed", Message: err.Error() + "; read the ticket again (GET /v1/tickets/{id}) before you answer"}
 	case errors.Is(err, desk.ErrInvalidSLA):
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid_sla", Message: err.Error()}
 	case errors.Is(err, desk.ErrUnknownCalendar):

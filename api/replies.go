@@ -27,6 +27,9 @@ type createReplyRequest struct {
 	Status vocab.Status `json:"status"`
 	// Attachments are ids from POST /v1/attachments, sent in this order.
 	Attachments []int64 `json:"attachments"`
+	// SeenMessage is the newest message the caller saw; a newer customer
+	// message or reply answers 409 ticket_changed and sends nothing.
+	SeenMessage int64 `json:"seen_message"`
 }
 
 type createReplyResponse struct {
@@ -87,7 +90,7 @@ func (s *Server) createReply(w http.ResponseWriter, r *http.Request, who vocab.A
 		createReplyRequest
 	}{ticketID, req}, func(ctx context.Context, tx *store.Tx) (int, any, error) {
 		msg, jobID, err := s.desk.CreateReplyTx(ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: who, Body: req.Body, Cc: cc,
-			FromDraft: req.FromDraft, Status: req.Status, Attachments: req.Attachments})
+			FromDraft: req.FromDraft, Status: req.Status, Attachments: req.Attachments, SeenMessage: req.SeenMessage})
 		if errors.Is(err, desk.ErrNoRelay) {
 			return 0, nil, &Error{Status: http.StatusServiceUnavailable, Code: "email_not_configured", Message: err.Error()}
 		}

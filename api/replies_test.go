@@ -113,3 +113,52 @@ func TestReplies(t *testing.T) {
 		requireError(t, status, resp, 503, "email_not_configured")
 	})
 }
+
+func TestAnAnswerAfterANewerMessageIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setupTeam(t, false)
+	id, _ := b.open(t, "Charged twice", "Please refund one.")
+	_, _, msgs := b.do(t, b.bilal, "GET", "/v1/tickets/"+id+"/messages", nil, "")
+	list := msgs["messages"].([]any)
+	seen := int64(list[len(list)-1].(map[string]any)["id"].(float64))
+	if status, _, resp := b.do(t, b.customer, "POST", "/v1/tickets/"+id+"/messages", mustJSON(map[string]string{"body": "And the fee too."}), ""); status != 202 {
+		t.Fatalf("customer: %d %v", status, resp)
+	}
+	status, _, resp := b.do(t, b.bilal, "POST", "/v1/tickets/"+id+"/replies", mustJSON(map[string]any{"body": "Refunded.", "seen_message": seen}), "")
+	requireError(t, status, resp, 409, "ticket_changed")
+	status, _, resp = b.do(t, b.bilal, "POST", "/v1/tickets/"+id+"/notes", mustJSON(map[string]any{"body": "Checked.", "seen_message": seen}), "")
+	requireError(t, status, resp, 409, "ticket_changed")
+	_, _, after := b.do(t, b.bilal, "GET", "/v1/tickets/"+id+"/messages", nil, "")
+	newest := after["messages"].([]any)
+	if status, _, resp := b.do(t, b.bilal, "POST", "/v1/tickets/"+id+"/replies", mustJSON(map[string]any{"body": "Refunded both.",
+		"seen_message": newest[len(newest)-1].(map[string]any)["id"]}), ""); status != 202 {
+		t.Errorf("with the newest message seen: %d %v", status, resp)
+	}
+}
+
+func TestSavedReplies(t *testing.T) {
+	t.Parallel()
+	b := setupTeam(t, false)
+	status, _, mine := b.do(t, b.bilal, "POST", "/v1/saved-replies", mustJSON(map[string]string{"title": "Thanks", "body": "Thanks, {{customer.name}}!"}), "")
+	if status != 201 || mine["owner"] != "bilal" || mine["team"] != nil {
+		t.Fatalf("personal: %d %v", status, mine)
+	}
+	status, _, team := b.do(t, b.bilal, "POST", "/v1/saved-replies", mustJSON(map[string]string{"title": "Refund", "body": "Refunded.", "team": "billing"}), "")
+	if status != 201 || team["team"] != "billing" {
+		t.Fatalf("team: %d %v", status, team)
+	}
+	status, _, resp := b.do(t, b.bilal, "POST", "/v1/saved-replies", mustJSON(map[string]string{"title": "x", "body": "y", "team": "shipping"}), "")
+	requireError(t, status, resp, 422, "unknown_team")
+	status, _, resp = b.do(t, b.bilal, "POST", "/v1/saved-replies", mustJSON(map[string]string{"title": "", "body": "y"}), "")
+	requireError(t, status, resp, 422, "invalid_saved_reply")
+	_, _, list := b.do(t, b.bilal, "GET", "/v1/saved-replies", nil, "")
+	if got, _ := list["saved_replies"].([]any); len(got) != 2 {
+		t.Errorf("bilal's: %v", list)
+	}
+	_, _, chloes := b.do(t, b.key(t, "agent:chloe"), "GET", "/v1/saved-replies", nil, "")
+	if got, _ := chloes["saved_replies"].([]any); len(got) != 0 {
+		t.Errorf("chloe (shipping) sees %v", chloes)
+	}
+	status, _, resp = b.do(t, b.key(t, "agent:chloe"), "DELETE", "/v1/saved-replies/"+jsonID(mine["id"]), nil, "")
+	requireError(t, status, resp, 404, "not_found")
+}

@@ -52,7 +52,8 @@ func (s *Server) patchTicket(w http.ResponseWriter, r *http.Request, who vocab.A
 }
 
 type noteRequest struct {
-	Body string `json:"body"`
+	Body        string `json:"body"`
+	SeenMessage int64  `json:"seen_message"` // as a reply's
 }
 
 // createNote answers POST /v1/tickets/{id}/notes (agents): an internal
@@ -72,7 +73,7 @@ func (s *Server) createNote(w http.ResponseWriter, r *http.Request, who vocab.Ac
 	if err := validateText("body", req.Body); err != nil {
 		return err
 	}
-	msg, err := s.desk.AddNote(r.Context(), who, id, req.Body)
+	msg, err := s.desk.AddNoteSeen(r.Context(), who, id, req.Body, req.SeenMessage)
 	if err != nil {
 		return err
 	}

@@ -50,10 +50,13 @@ var (
 	ErrInvalidTransition = errors.New("invalid status change")
 	ErrUnknownAgent      = errors.New("no such active agent")
 	ErrUnknownTeam       = errors.New("no such team")
-	ErrNoDraft           = errors.New("the ticket has no draft reply")
-	ErrDraftStale        = errors.New("the customer wrote after the draft; triage has not written a new one yet")
-	ErrTicketClosed      = errors.New("the ticket is closed")
-	ErrCustomerExists    = errors.New("a customer with this address exists")
+	// ErrTicketChanged is an answer written without the newest message:
+	// a customer wrote, or another agent answered, since.
+	ErrTicketChanged  = errors.New("the ticket has a newer message than the one you saw")
+	ErrNoDraft        = errors.New("the ticket has no draft reply")
+	ErrDraftStale     = errors.New("the customer wrote after the draft; triage has not written a new one yet")
+	ErrTicketClosed   = errors.New("the ticket is closed")
+	ErrCustomerExists = errors.New("a customer with this address exists")
 )
 
 // Config is what the use cases need to know; zero values take the defaults.

@@ -25,6 +25,10 @@ type ReplyParams struct {
 	// Attachments are the replying agent's unsent uploads, sent with the
 	// reply in this order (ErrAttachmentUnavailable otherwise).
 	Attachments []int64
+	// SeenMessage is the newest message the agent saw (its id); when a
+	// newer customer message or reply is there, the reply is refused with
+	// ErrTicketChanged, so that two agents do not both answer. 0: no check.
+	SeenMessage int64
 	// system: the service's own reply (a merge's notice), which is no
 	// agent's response to the customer.
 	system bool
@@ -41,13 +45,20 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) 
 		ticket    store.Ticket
 		customer  store.Customer
 		messageID int64
+		newest    int64
 		reads     store.Batch
 	)
 	reads.LockTicket(p.TicketID, &ticket)
 	reads.CustomerOfTicket(p.TicketID, &customer)
 	reads.NextMessageID(&messageID)
+	if p.SeenMessage > 0 {
+		reads.NewestMessage(p.TicketID, &newest)
+	}
 	if err := tx.Store().Send(ctx, &reads); err != nil {
 		return nil, 0, err
+	}
+	if newest > p.SeenMessage && p.SeenMessage > 0 {
+		return nil, 0, fmt.Errorf("reply to %s: message %d came after %d: %w", ticket.ID, newest, p.SeenMessage, ErrTicketChanged)
 	}
 	if ticket.Status == vocab.StatusClosed {
 		return nil, 0, fmt.Errorf("reply to %s: %w", ticket.ID, ErrTicketClosed)

@@ -394,11 +394,27 @@ func deref(s *string) string {
 // AddNote writes an internal note: never emailed, never shown to the
 // customer, never in any thread header.
 func (d *Desk) AddNote(ctx context.Context, author vocab.Actor, ticketID, body string) (*store.Message, error) {
+	return d.AddNoteSeen(ctx, author, ticketID, body, 0)
+}
+
+// AddNoteSeen is AddNote by an agent who saw up to message seen: a newer
+// customer message or reply is ErrTicketChanged (0: no check).
+func (d *Desk) AddNoteSeen(ctx context.Context, author vocab.Actor, ticketID, body string, seen int64) (*store.Message, error) {
 	var msg *store.Message
 	err := store.Run(ctx, d.pool, func(tx *store.Tx) (err error) {
 		st := tx.Store()
-		if _, err := st.LockTicket(ctx, ticketID); err != nil {
+		var (
+			t      store.Ticket
+			newest int64
+			reads  store.Batch
+		)
+		reads.LockTicket(ticketID, &t)
+		reads.NewestMessage(ticketID, &newest)
+		if err := st.Send(ctx, &reads); err != nil {
 			return err
+		}
+		if seen > 0 && newest > seen {
+			return fmt.Errorf("note on %s: message %d came after %d: %w", ticketID, newest, seen, ErrTicketChanged)
 		}
 		msg, err = st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticketID, Direction: vocab.DirectionNote, Author: author, Body: body})
 		return err

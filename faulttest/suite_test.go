@@ -41,7 +41,7 @@ var (
 	buildErr  error
 )
 
-// binary is $HELPDESK_BIN (make test builds it first), else the binary
+// binary is $HELPDESK_BIN (make faults builds it first), else the binary
 // built once for this test run.
 func binary(t *testing.T) string {
 	t.Helper()

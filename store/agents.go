@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,6 +23,9 @@ type Agent struct {
 
 // Active reports whether the agent may work: not disabled.
 func (a *Agent) Active() bool { return a.DisabledAt == nil }
+
+// InTeam reports whether the agent is of the team.
+func (a *Agent) InTeam(team string) bool { return slices.Contains(a.Teams, team) }
 
 // UpsertAgentParams are an agent's fields.
 type UpsertAgentParams struct {

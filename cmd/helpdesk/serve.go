@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/helpdesk-dev/helpdesk/api"
+	"github.com/helpdesk-dev/helpdesk/console"
 	"github.com/helpdesk-dev/helpdesk/desk"
 	"github.com/helpdesk-dev/helpdesk/fetcher"
 	"github.com/helpdesk-dev/helpdesk/inbound"
@@ -320,6 +321,11 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		if err := apiServer.MountUI(); err != nil {
 			return err
 		}
+		agentConsole, err := console.New(cases, pool, apiServer, logger)
+		if err != nil {
+			return err
+		}
+		apiServer.MountConsole(agentConsole)
 		if err := apiServer.Start(ctx); err != nil {
 			return err
 		}

@@ -1,0 +1,196 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
+)
+
+// seenOn is the seen_message the page's reply form carries.
+func seenOn(t *testing.T, page string) string {
+	t.Helper()
+	m := regexp.MustCompile(`name="seen_message" value="(\d+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no seen_message on the page:\n%s", page)
+	}
+	return m[1]
+}
+
+func TestConsoleWithoutJavaScript(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+
+	t.Run("StrangersAreSentToSignInAndWrongKeysRefused", func(t *testing.T) {
+		c := w.client(t)
+		c.http.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		if status, _ := c.get("/ui/tickets/" + w.ticket); status != http.StatusSeeOther {
+			t.Errorf("a ticket without a session: %d, want a redirect to sign in", status)
+		}
+		c.http.CheckRedirect = nil
+		if status, body := c.post("/ui/login", url.Values{"key": {"hd_wrong"}}); status != http.StatusUnauthorized || !strings.Contains(body, "not an agent") {
+			t.Errorf("a wrong key: %d", status)
+		}
+	})
+
+	t.Run("EveryPageIsStrictAndUnframed", func(t *testing.T) {
+		resp, err := http.Get(w.url + "/ui/login")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") ||
+			strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("CSP %q", csp)
+		}
+	})
+
+	t.Run("ARequestFromAnotherSiteChangesNothing", func(t *testing.T) {
+		c := w.client(t)
+		c.signIn(w.keys["alice"])
+		req, _ := http.NewRequest(http.MethodPost, w.url+"/ui/tickets/"+w.ticket+"/note", strings.NewReader("body=evil"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		req.Header.Set("Origin", "https://evil.example")
+		resp, err := c.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("cross-site note: %d", resp.StatusCode)
+		}
+		msgs, _ := w.Store.ListMessages(w.Ctx, w.ticket)
+		for _, m := range msgs {
+			if m.Body == "evil" {
+				t.Error("the cross-site note was written")
+			}
+		}
+	})
+
+	t.Run("TheQueueListsTheTicketAndTheThreadEscapesWhatCustomersWrite", func(t *testing.T) {
+		c := w.client(t)
+		c.signIn(w.keys["alice"])
+		_, body := c.get("/ui/?view=unassigned")
+		if !strings.Contains(body, w.ticket) || !strings.Contains(body, "Unassigned") {
+			t.Fatalf("unassigned queue lacks %s:\n%s", w.ticket, body)
+		}
+		if _, err := w.Desk(w.queue).AddCustomerMessage(w.Ctx, &desk.CustomerMessageParams{TicketID: w.ticket,
+			Author: vocab.Customer("C-0001"), Body: `<script>alert(1)</script><img src=x onerror=alert(2)>`}); err != nil {
+			t.Fatal(err)
+		}
+		_, page := c.get("/ui/tickets/" + w.ticket)
+		if strings.Contains(page, "<script>alert") || strings.Contains(page, "<img src=x") {
+			t.Error("a customer's markup reached the page unescaped")
+		}
+		for _, label := range []string{`<label for="reply">Reply</label>`, `>Send reply</button>`, `>Add note</button>`,
+			`<label for="assignee">Assignee</label>`, `<label for="status">Status</label>`} {
+			if !strings.Contains(page, label) {
+				t.Errorf("the ticket page lacks %s", label)
+			}
+		}
+		_, found := c.get("/ui/?view=all&q=" + url.QueryEscape("charged twice"))
+		_, none := c.get("/ui/?view=all&q=" + url.QueryEscape("parcel"))
+		if !strings.Contains(found, w.ticket) || strings.Contains(none, w.ticket) {
+			t.Errorf("search by words of the subject: %v %v\n%s", strings.Contains(found, w.ticket), strings.Contains(none, w.ticket), none)
+		}
+		_, byMail := c.get("/ui/?view=all&q=c1%40example.com")
+		if !strings.Contains(byMail, w.ticket) {
+			t.Error("search by the customer's address")
+		}
+	})
+
+	t.Run("AReplyWrittenBeforeANewerMessageIsRefusedAndKept", func(t *testing.T) {
+		alice, bilal := w.client(t), w.client(t)
+		alice.signIn(w.keys["alice"])
+		bilal.signIn(w.keys["bilal"])
+		_, page := alice.get("/ui/tickets/" + w.ticket)
+		_, other := bilal.get("/ui/tickets/" + w.ticket)
+		status, _ := alice.post("/ui/tickets/"+w.ticket+"/reply", url.Values{"body": {"Alice: refunded."}, "status": {"pending"},
+			"seen_message": {seenOn(t, page)}})
+		if status != http.StatusOK {
+			t.Fatalf("alice's reply: %d", status)
+		}
+		status, refused := bilal.post("/ui/tickets/"+w.ticket+"/reply", url.Values{"body": {"Bilal: refunded too."}, "status": {"pending"},
+			"seen_message": {seenOn(t, other)}})
+		if status != http.StatusConflict || !strings.Contains(refused, "Bilal: refunded too.") || !strings.Contains(refused, "Alice: refunded.") {
+			t.Errorf("bilal's late reply: %d; want 409 with his text kept and alice's reply shown", status)
+		}
+		msgs, _ := w.Store.ListMessages(w.Ctx, w.ticket)
+		replies := 0
+		for _, m := range msgs {
+			if m.Direction == vocab.DirectionOutbound && strings.Contains(m.Body, "refunded") {
+				replies++
+			}
+		}
+		if replies != 1 {
+			t.Errorf("%d replies written, want alice's alone", replies)
+		}
+	})
+
+	t.Run("WhoElseIsThereIsShown", func(t *testing.T) {
+		alice, bilal := w.client(t), w.client(t)
+		alice.signIn(w.keys["alice"])
+		bilal.signIn(w.keys["bilal"])
+		alice.post("/ui/tickets/"+w.ticket+"/presence", url.Values{"activity": {"replying"}})
+		_, line := bilal.post("/ui/tickets/"+w.ticket+"/presence", url.Values{"activity": {"viewing"}})
+		if line != "alice is replying" {
+			t.Errorf("presence %q", line)
+		}
+	})
+
+	t.Run("ASavedReplyIsFilledIn", func(t *testing.T) {
+		c := w.client(t)
+		c.signIn(w.keys["alice"])
+		if status, _ := c.post("/ui/saved-replies", url.Values{"title": {"Refund"}, "body": {"Dear {{customer.name}}, {{ticket.id}} is refunded. {{agent.name}}"},
+			"team": {"billing"}}); status != http.StatusOK {
+			t.Fatalf("add: %d", status)
+		}
+		_, page := c.get("/ui/tickets/" + w.ticket)
+		m := regexp.MustCompile(`<option value="(\d+)" data-body="([^"]*)">Refund</option>`).FindStringSubmatch(page)
+		if m == nil || m[2] != "Dear Ada Customer, "+w.ticket+" is refunded. Alice" {
+			t.Fatalf("saved reply option %v", m)
+		}
+		_, inserted := c.get("/ui/tickets/" + w.ticket + "?saved=" + m[1])
+		if !strings.Contains(inserted, ">Dear Ada Customer, "+w.ticket+" is refunded. Alice</textarea>") {
+			t.Error("inserting without JavaScript did not fill the reply box")
+		}
+	})
+}
+
+func TestConsoleShowsSLAClocks(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	c := w.client(t)
+	c.signIn(w.keys["alice"])
+	if _, body := c.get("/ui/?view=open"); strings.Contains(body, "Due soon") {
+		t.Error("a Due soon view without any SLA")
+	}
+	cases := w.Desk(w.queue)
+	for p := int16(1); p <= 4; p++ { // whatever priority triage chose
+		if _, err := cases.SetSLAPolicy(w.Ctx, vocab.Agent("alice"), &store.SLAPolicy{Priority: p, FirstResponse: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s, _ := cases.TicketSLA(w.Ctx, w.ticket); s != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ticket was not timed within 30s")
+		}
+	}
+	_, body := c.get("/ui/?view=due")
+	if !strings.Contains(body, "Due soon") || !strings.Contains(body, w.ticket) || !strings.Contains(body, "sla-due") {
+		t.Errorf("the Due soon view lacks %s or its due mark", w.ticket)
+	}
+	if _, page := c.get("/ui/tickets/" + w.ticket); !strings.Contains(page, "First response") {
+		t.Error("the ticket page does not show its SLA clock")
+	}
+}

@@ -1,0 +1,250 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// QueueParams pick a page of the console's queue.
+type QueueParams struct {
+	Agent string   // who looks
+	Teams []string // the agent's teams
+	// View is mine (assigned to Agent, open), unassigned (open, nobody's, of
+	// Teams), open, pending, due (a running SLA clock due within a day or
+	// breached), or all.
+	View     string
+	Status   string
+	Team     string
+	Assignee string
+	Priority int16
+	Search   string // a ticket number, a customer's address, or words of the subject
+	Limit    int
+	Offset   int
+}
+
+// QueueRow is a ticket in a queue, with what the list shows of it.
+type QueueRow struct {
+	Ticket
+	CustomerName  string
+	CustomerEmail string
+	Waiting       time.Time  // the customer's newest message (or the opening)
+	Due           *time.Time // the soonest running SLA clock
+	Breached      bool
+}
+
+// Views are the queue views, in the order the console shows them.
+var Views = []string{"mine", "unassigned", "open", "pending", "due", "all"}
+
+var ticketNumberPattern = regexp.MustCompile(`^(?i)t-[0-9]{1,18}$`)
+
+// queueWhere is the WHERE clause and arguments of a view and filters.
+func queueWhere(p *QueueParams, view string) (string, []any) {
+	where, args := []string{"t.merged_into IS NULL"}, []any{}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(args))))
+	}
+	switch view {
+	case "mine":
+		add("t.assignee = $?", p.Agent)
+		where = append(where, "t.status = 'open'")
+	case "unassigned":
+		where = append(where, "t.status = 'open'", "t.assignee IS NULL")
+		add("(t.team IS NULL OR t.team = ANY($?))", p.Teams)
+	case "open":
+		where = append(where, "t.status = 'open'")
+	case "pending":
+		where = append(where, "t.status = 'pending'")
+	case "due":
+		where = append(where, `t.id IN (SELECT ticket_id FROM ticket_slas WHERE breached
+			OR least(first_response_due, next_response_due, resolution_due) < now() + interval '1 day')`)
+	}
+	if p.Status != "" {
+		add("t.status = $?", p.Status)
+	}
+	if p.Team != "" {
+		add("t.team = $?", p.Team)
+	}
+	if p.Assignee != "" {
+		add("t.assignee = $?", p.Assignee)
+	}
+	if p.Priority != 0 {
+		add("t.priority = $?", p.Priority)
+	}
+	if q := strings.TrimSpace(p.Search); q != "" {
+		switch {
+		case ticketNumberPattern.MatchString(q):
+			add("t.id = $?", strings.ToUpper(q))
+		case strings.Contains(q, "@"):
+			add("c.email ILIKE $?", "%"+likeEscape(q)+"%")
+		default:
+			for _, w := range strings.Fields(q) {
+				add("t.subject ILIKE $?", "%"+likeEscape(w)+"%")
+			}
+		}
+	}
+	return strings.Join(where, " AND "), args
+}
+
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// Queue returns a page of a view, newest customer message first, and how
+// many tickets the view holds with these filters.
+func (s *Store) Queue(ctx context.Context, p *QueueParams) ([]*QueueRow, int, error) {
+	where, args := queueWhere(p, p.View)
+	var total int
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM tickets t JOIN customers c ON c.id = t.customer_id WHERE `+where, args...).
+		Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("queue: %w", err)
+	}
+	args = append(args, p.Limit, p.Offset)
+	cols := strings.ReplaceAll("t."+ticketColumns, ", ", ", t.")
+	cols = strings.ReplaceAll(cols, ",\n\t", ",\n\tt.")
+	rows, err := s.db.Query(ctx, `SELECT `+cols+`, c.name, c.email, coalesce(t.last_customer_message_at, t.created_at),
+		least(sl.first_response_due, sl.next_response_due, sl.resolution_due), coalesce(sl.breached, false)
+		FROM tickets t JOIN customers c ON c.id = t.customer_id LEFT JOIN ticket_slas sl ON sl.ticket_id = t.id
+		WHERE `+where+` ORDER BY coalesce(t.last_customer_message_at, t.created_at) DESC, t.id DESC
+		LIMIT $`+strconv.Itoa(len(args)-1)+` OFFSET $`+strconv.Itoa(len(args)), args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("queue: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*QueueRow, error) {
+		var q QueueRow
+		t := &q.Ticket
+		err := row.Scan(&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
+			&t.DraftReply, &t.Embedding, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
+			&t.Assignee, &t.FollowUpOf, &t.FirstResponseAt, &t.LastCustomerMessageAt, &t.DraftWrittenAt, &t.DraftJobID, &t.SolvedAt,
+			&t.SupportAddress, &t.DraftSources, &t.PossibleDuplicateOf, &t.MergedInto,
+			&q.CustomerName, &q.CustomerEmail, &q.Waiting, &q.Due, &q.Breached)
+		return &q, err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("queue: %w", err)
+	}
+	return list, total, nil
+}
+
+// QueueCounts counts each view for the agent, without filters.
+func (s *Store) QueueCounts(ctx context.Context, agent string, teams []string) (map[string]int, error) {
+	var b Batch
+	out := map[string]int{}
+	for _, v := range Views {
+		where, args := queueWhere(&QueueParams{Agent: agent, Teams: teams}, v)
+		b.b.Queue(`SELECT count(*) FROM tickets t WHERE `+where, args...).QueryRow(func(row pgx.Row) error {
+			var n int
+			err := row.Scan(&n)
+			out[v] = n
+			return err
+		})
+	}
+	if err := s.Send(ctx, &b); err != nil {
+		return nil, fmt.Errorf("queue counts: %w", err)
+	}
+	return out, nil
+}
+
+// AnyTicketSLA reports whether any ticket is timed: the console shows
+// "Due soon" then.
+func (s *Store) AnyTicketSLA(ctx context.Context) (bool, error) {
+	var any bool
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ticket_slas)`).Scan(&any)
+	return any, err
+}
+
+// NewestMessage reads the id of a ticket's newest customer message or
+// reply: what an agent must have seen before answering.
+func (b *Batch) NewestMessage(ticketID string, into *int64) {
+	b.b.Queue(`SELECT coalesce(max(id), 0) FROM messages WHERE ticket_id = $1 AND direction IN ('inbound', 'outbound')`, ticketID).
+		QueryRow(func(row pgx.Row) error { return row.Scan(into) })
+}
+
+// SavedReply is a reply text agents insert and adapt.
+type SavedReply struct {
+	ID        int64     `json:"id"`
+	Title     string    `json:"title"`
+	Body      string    `json:"body"`
+	Team      *string   `json:"team"`  // a team's, for its agents
+	Owner     *string   `json:"owner"` // an agent's own
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+const savedReplyColumns = `id, title, body, team, owner, created_by, created_at`
+
+// InsertSavedReply adds a saved reply.
+func (s *Store) InsertSavedReply(ctx context.Context, r *SavedReply) (*SavedReply, error) {
+	rows, err := s.db.Query(ctx, `INSERT INTO saved_replies (title, body, team, owner, created_by) VALUES ($1, $2, $3, $4, $5)
+		RETURNING `+savedReplyColumns, r.Title, r.Body, r.Team, r.Owner, r.CreatedBy)
+	if err != nil {
+		return nil, fmt.Errorf("saved reply: %w", err)
+	}
+	out, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByPos[SavedReply])
+	if err != nil {
+		return nil, fmt.Errorf("saved reply: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// SavedRepliesFor lists the saved replies an agent may use: its own and
+// its teams', by title.
+func (s *Store) SavedRepliesFor(ctx context.Context, agent string, teams []string) ([]*SavedReply, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+savedReplyColumns+` FROM saved_replies WHERE owner = $1 OR team = ANY($2) ORDER BY title, id`,
+		agent, teams)
+	if err != nil {
+		return nil, fmt.Errorf("saved replies: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[SavedReply])
+	if err != nil {
+		return nil, fmt.Errorf("saved replies: %w", err)
+	}
+	return list, nil
+}
+
+// DeleteSavedReply removes a saved reply the agent may use: its own, or
+// its teams'. ErrNotFound otherwise.
+func (s *Store) DeleteSavedReply(ctx context.Context, id int64, agent string, teams []string) error {
+	tag, err := s.db.Exec(ctx, `DELETE FROM saved_replies WHERE id = $1 AND (owner = $2 OR team = ANY($3))`, id, agent, teams)
+	if err != nil {
+		return fmt.Errorf("delete saved reply: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("saved reply %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// Presence is an agent at a ticket.
+type Presence struct {
+	Agent    string    `json:"agent"`
+	Activity string    `json:"activity"` // viewing, replying
+	SeenAt   time.Time `json:"seen_at"`
+}
+
+// SeePresence records that the agent is at the ticket and returns the
+// other agents seen there within fresh.
+func (s *Store) SeePresence(ctx context.Context, ticketID, agent, activity string, fresh time.Duration) ([]*Presence, error) {
+	var (
+		b    Batch
+		list []*Presence
+	)
+	b.b.Queue(`INSERT INTO ticket_presence (ticket_id, agent, activity) VALUES ($1, $2, $3)
+		ON CONFLICT (ticket_id, agent) DO UPDATE SET activity = $3, seen_at = now()`, ticketID, agent, activity)
+	b.b.Queue(`SELECT agent, activity, seen_at FROM ticket_presence WHERE ticket_id = $1 AND agent <> $2
+		AND seen_at > now() - $3::interval ORDER BY agent`, ticketID, agent, fresh.String()).Query(func(rows pgx.Rows) error {
+		var err error
+		list, err = pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[Presence])
+		return err
+	})
+	if err := s.Send(ctx, &b); err != nil {
+		return nil, fmt.Errorf("presence on %s: %w", ticketID, err)
+	}
+	return list, nil
+}
