@@ -77,6 +77,7 @@ type Server struct {
 	resolver       egress.Resolver
 	sessionTTL     time.Duration
 	guard          *authGuard
+	keys           keyCache
 	trustedProxies []netip.Prefix
 }
 

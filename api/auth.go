@@ -44,7 +44,9 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (*store.Call
 		return nil, "", errUnauthorized
 	}
 	hash := HashAPIKey(key)
-	c, err := s.callerOf(ctx, r, hash, func(hash []byte) (*store.Caller, error) { return store.New(s.pool).APIKeyCaller(ctx, hash) })
+	c, err := s.callerOf(ctx, r, hash, func(hash []byte) (*store.Caller, error) {
+		return s.keys.lookup(hash, func(hash []byte) (*store.Caller, error) { return store.New(s.pool).APIKeyCaller(ctx, hash) })
+	})
 	return c, string(hash), err
 }
 

@@ -343,3 +343,43 @@ func TestMistakesAreAnsweredInTheAPIsOwnWords(t *testing.T) {
 		t.Errorf("an unknown job: %d %v", status, resp)
 	}
 }
+
+func TestAVerifiedKeyIsReadOnceASecondAndRevokedEverywhereWithinOne(t *testing.T) {
+	t.Parallel()
+	b := jobstest.Setup(t)
+	q := b.NewQueue(t)
+	one, two := serveAPI(t, b, q, 0), serveAPIWith(t, b, q, api.Config{})
+	key := one.key(t, "agent:alice")
+	for range 20 {
+		if status, _, resp := one.do(t, key, "GET", "/v1/agents", nil, ""); status != 200 {
+			t.Fatalf("%d %v", status, resp)
+		}
+	}
+	if n := api.KeyLookups(one.server); n >= 10 {
+		t.Errorf("20 requests read the key %d times: want about one a second", n)
+	}
+	keys, err := b.Store.ListAPIKeys(b.Ctx, "agent:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if err := b.Store.RevokeAPIKey(b.Ctx, k.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other process (another server over the same database) stops
+	// believing the key too.
+	for _, srv := range []*apiBundle{one, two} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			status, _, _ := srv.do(t, key, "GET", "/v1/agents", nil, "")
+			if status == 401 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a revoked key still answers %d after 10s", status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}

@@ -21,9 +21,10 @@ import (
 
 type apiBundle struct {
 	*jobstest.Bundle
-	queue *jobs.Queue
-	url   string
-	agent string // an agent's API key
+	queue  *jobs.Queue
+	url    string
+	agent  string // an agent's API key
+	server *api.Server
 }
 
 // setup serves the API over a started queue, with an agent key ready.
@@ -51,13 +52,14 @@ func serveAPIWith(t testing.TB, b *jobstest.Bundle, q *jobs.Queue, config api.Co
 	if config.RatePerKey == 0 {
 		config.RatePerKey, config.BurstPerKey = 1e6, 1e6
 	}
-	var h http.Handler = api.New(config)
+	server := api.New(config)
+	var h http.Handler = server
 	if t, ok := t.(*testing.T); ok {
 		h = validated(t, h) // every answer is checked against api/openapi.json
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	ab := &apiBundle{Bundle: b, queue: q, url: srv.URL}
+	ab := &apiBundle{Bundle: b, queue: q, url: srv.URL, server: server}
 	admin := true // alice is the admin of these tests; others are not
 	if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "alice", DisplayName: "Alice", Email: "alice@support.example.com", Admin: &admin}); err != nil {
 		t.Fatal(err)

@@ -187,6 +187,9 @@ func (s *Server) patchAgent(w http.ResponseWriter, r *http.Request, who vocab.Ac
 			return err
 		}
 	}
+	if req.Admin != nil || req.Disabled != nil {
+		s.keys.forget() // here at once; elsewhere within keyCacheTTL
+	}
 	a, err := st.GetAgent(ctx, name)
 	if err != nil {
 		return err

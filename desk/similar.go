@@ -46,6 +46,7 @@ type memorySimilarity struct {
 	watermark time.Time            // the newest updated_at seen
 	recent    map[string]time.Time // updated_at of the tickets seen within syncMargin of it
 	built     time.Time            // when the index was last read in full
+	refreshed time.Time            // when a refresh last began that brought it up to date
 }
 
 const (
@@ -63,12 +64,17 @@ func newMemorySimilarity(pool *pgxpool.Pool) *memorySimilarity { return &memoryS
 
 // current returns the index up to date with every change committed
 // before the call, except while a full read runs, when the index it
-// replaces serves.
+// replaces serves, and for a caller that accepts an index as old as
+// allowStale says (a draft's examples: solved tickets a second old are
+// as good, and one refresh a second replaces one per ticket triaged).
 func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) {
 	s.mu.Lock()
-	ix, built := s.index, s.built
+	ix, built, refreshed := s.index, s.built, s.refreshed
 	s.mu.Unlock()
 	if ix != nil && s.rebuilding.Load() {
+		return ix, nil
+	}
+	if stale, ok := ctx.Value(staleKey{}).(time.Duration); ok && ix != nil && time.Since(refreshed) < stale {
 		return ix, nil
 	}
 	s.syncMu.Lock()
@@ -76,8 +82,25 @@ func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) 
 	if ix == nil || time.Since(built) > rebuildEvery {
 		return s.rebuild(ctx)
 	}
-	return ix, s.refresh(ctx, ix)
+	start := time.Now()
+	if err := s.refresh(ctx, ix); err != nil {
+		return ix, err
+	}
+	s.mu.Lock()
+	s.refreshed = start
+	s.mu.Unlock()
+	return ix, nil
 }
+
+type staleKey struct{}
+
+// allowStale lets the searches of ctx use an index refreshed up to d ago.
+func allowStale(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, staleKey{}, d)
+}
+
+// triageStaleness is how old an index triage's searches accept.
+const triageStaleness = time.Second
 
 // rebuild reads every ticket's vector into a new index, and swaps it in.
 func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) {
@@ -118,7 +141,7 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 	}
 	prune(recent, watermark)
 	s.mu.Lock()
-	s.index, s.watermark, s.recent, s.built = ix, watermark, recent, started
+	s.index, s.watermark, s.recent, s.built, s.refreshed = ix, watermark, recent, started, started
 	s.mu.Unlock()
 	return ix, nil
 }
@@ -170,7 +193,8 @@ func put(ix *vectors.Index, r *store.TicketVector) {
 		ix.Remove(r.ID)
 		return
 	}
-	ix.Put(r.ID, r.Embedding, vectors.Meta{Status: string(r.Status), Team: r.Team, CustomerID: r.CustomerID, Merged: r.Merged})
+	ix.Put(r.ID, r.Embedding, vectors.Meta{Status: string(r.Status), Team: r.Team, CustomerID: r.CustomerID, Merged: r.Merged,
+		Opened: r.CreatedAt})
 }
 
 // prune forgets the tickets changed before the next refresh looks.
@@ -259,7 +283,7 @@ func (d *Desk) DraftExamples(ctx context.Context, ticketID string, vec []float32
 	if n <= 0 || vec == nil {
 		return nil, nil, nil
 	}
-	hits, err := d.similarity.Similar(ctx, vec, n, float32(d.config.SimilarMinScore), func(id string, m vectors.Meta) bool {
+	hits, err := d.similarity.Similar(allowStale(ctx, triageStaleness), vec, n, float32(d.config.SimilarMinScore), func(id string, m vectors.Meta) bool {
 		return id != ticketID && !m.Merged && (m.Status == string(vocab.StatusSolved) || m.Status == string(vocab.StatusClosed)) &&
 			(team == "" || m.Team == team)
 	})
@@ -313,44 +337,44 @@ func redactor(name, email string) *strings.Replacer {
 	return strings.NewReplacer(pairs...)
 }
 
-// flagDuplicateTx names, in the transaction of its embedding, the open or
-// pending ticket the same customer opened before this one, within
-// DuplicateWindow, about the same thing (at least DuplicateMinScore
-// alike), as the ticket's possible duplicate, with an event. Nothing is
-// merged: an agent decides (MergeTicket).
-func (d *Desk) flagDuplicateTx(ctx context.Context, tx *store.Tx, ticketID string, vec []float32) error {
+// duplicate is a ticket's possible duplicate, found before the transaction
+// that saves its embedding: the search may read the store, and must not
+// wait for a connection while that transaction holds one.
+type duplicate struct {
+	of, was string // the ticket found ("" for none), and the one named before
+}
+
+// possibleDuplicate finds the open or pending ticket the same customer
+// opened before this one, within DuplicateWindow, about the same thing (at
+// least DuplicateMinScore alike), in the index of every ticket's vector.
+func (d *Desk) possibleDuplicate(ctx context.Context, ticketID string, vec []float32) (duplicate, error) {
 	if d.config.DuplicateWindow <= 0 || vec == nil {
-		return nil
+		return duplicate{}, nil
 	}
-	var (
-		t      store.Ticket
-		others []store.TicketVector
-		reads  store.Batch
-	)
-	reads.GetTicket(ticketID, &t)
-	reads.EarlierOpenOfCustomer(ticketID, d.config.DuplicateWindow, &others)
-	if err := tx.Store().Send(ctx, &reads); err != nil {
-		return err
+	t, err := store.New(d.pool).GetTicket(ctx, ticketID)
+	if err != nil {
+		return duplicate{}, err
 	}
-	unit := vectors.Normalize(vec, len(vec))
-	best, bestScore := "", float32(d.config.DuplicateMinScore)
-	for _, o := range others {
-		u := vectors.Normalize(o.Embedding, len(unit))
-		if u == nil {
-			continue
-		}
-		var score float32
-		for i := range u {
-			score += u[i] * unit[i]
-		}
-		if score >= bestScore {
-			best, bestScore = o.ID, score
-		}
+	since := t.CreatedAt.Add(-d.config.DuplicateWindow)
+	// Fresh: a customer's second mail often comes seconds after the first.
+	hits, err := d.similarity.Similar(ctx, vec, 1, float32(d.config.DuplicateMinScore), func(id string, m vectors.Meta) bool {
+		return id != t.ID && m.CustomerID == t.CustomerID && !m.Merged &&
+			(m.Status == string(vocab.StatusOpen) || m.Status == string(vocab.StatusPending)) &&
+			!m.Opened.After(t.CreatedAt) && !m.Opened.Before(since)
+	})
+	if err != nil || len(hits) == 0 {
+		return duplicate{was: deref(t.PossibleDuplicateOf)}, err
 	}
-	if best == "" || deref(t.PossibleDuplicateOf) == best {
-		return nil
+	return duplicate{of: hits[0].ID, was: deref(t.PossibleDuplicateOf)}, nil
+}
+
+// flagDuplicateTx names, in the transaction of its embedding, the
+// ticket's possible duplicate, with an event. Nothing is merged: an agent
+// decides (MergeTicket).
+func (d *Desk) flagDuplicateTx(tx *store.Tx, ticketID string, dup duplicate) {
+	if dup.of == "" || dup.of == dup.was {
+		return
 	}
-	tx.Later(func(b *store.Batch) { b.SetPossibleDuplicate(ticketID, best) })
-	event(tx, ticketID, vocab.System, "possible_duplicate", deref(t.PossibleDuplicateOf), best)
-	return nil
+	tx.Later(func(b *store.Batch) { b.SetPossibleDuplicate(ticketID, dup.of) })
+	event(tx, ticketID, vocab.System, "possible_duplicate", dup.was, dup.of)
 }

@@ -142,7 +142,15 @@ type TriageResult struct {
 // whose worker dies between this commit and River's completion is handed
 // back and finds nothing left to do.
 func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, err error) {
-	var inserted bool
+	var (
+		inserted bool
+		dup      duplicate
+	)
+	if r.Task == TaskEmbed {
+		if dup, err = d.possibleDuplicate(ctx, r.TicketID, r.Embedding); err != nil {
+			return false, fmt.Errorf("save %s of job %d: %w", r.Task, r.JobID, err)
+		}
+	}
 	err = store.Run(ctx, d.pool, func(tx *store.Tx) error {
 		var first store.Batch
 		first.InsertAIRun(&store.InsertAIRunParams{
@@ -178,9 +186,7 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 			tx.Later(func(b *store.Batch) { b.SetTicketDraftReply(r.TicketID, r.Draft, r.JobID, r.DraftSources) })
 		case TaskEmbed:
 			tx.Later(func(b *store.Batch) { b.SetTicketEmbedding(r.TicketID, r.Embedding) })
-			if err := d.flagDuplicateTx(ctx, tx, r.TicketID, r.Embedding); err != nil {
-				return err
-			}
+			d.flagDuplicateTx(tx, r.TicketID, dup)
 		default:
 			return fmt.Errorf("unknown triage task %q", r.Task)
 		}

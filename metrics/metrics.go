@@ -57,6 +57,10 @@ var (
 	SMTPDeliveries = newCounterVec("helpdesk_smtp_deliveries_total",
 		"Outbound mail per recipient by outcome (sent, captured, failed, retry, uncertain, suppressed) and enhanced status code class (2, 4, 5, none).",
 		"outcome", "class")
+	// SMTPSessions counts the relay's sessions by TLS and whether a
+	// message opened one or reused a kept one.
+	SMTPSessions = newCounterVec("helpdesk_smtp_sessions_total",
+		"SMTP sessions to the relay by tls (tls, plain) and how a message got one (opened, reused).", "tls", "how")
 	// SMTPRelayPaused is 1 while the relay is paused: down, or it asked to slow down.
 	SMTPRelayPaused = newGauge("helpdesk_smtp_relay_paused",
 		"1 while the SMTP relay is paused because it is down or asked to slow down, else 0.")

@@ -191,36 +191,52 @@ func (b *Batch) Teams(into *[]string) { b.texts("teams", teamsSQL, into) }
 const teamsSQL = `SELECT DISTINCT t.team FROM agent_teams t JOIN agents a ON a.name = t.agent
 	WHERE a.disabled_at IS NULL ORDER BY t.team`
 
-// AssignToTeam gives the ticket, if it has no assignee, to the active
-// agent of the team with the fewest open and pending tickets (ties: the
-// one assigned least recently), and returns that agent's name; "" when
-// nobody was assigned. Assignments to one team are serialized by a lock on
-// the team for the rest of the caller's transaction, so that concurrent
-// triage jobs see each other's counts.
+// AssignToTeam gives the ticket, if nobody has it, to the active agent of
+// the team with the fewest open and pending tickets (ties: assigned least
+// recently, then by name), in the caller's transaction, and returns the
+// agent ("" for none). Each agent's load is a row kept by a trigger
+// (migration 022), so the pick reads the team's agents, not its tickets;
+// it locks the agent it picks, and a concurrent assignment skips to the
+// next one instead of waiting (FOR UPDATE SKIP LOCKED). Only when every
+// agent of the team is being assigned to at once does it look again, a
+// few milliseconds later: it never takes an agent whose load it could not
+// read, so the loads stay within one of each other.
 func (s *Store) AssignToTeam(ctx context.Context, ticketID, team string) (string, error) {
-	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('helpdesk.assign.' || $1))`, team); err != nil {
-		return "", fmt.Errorf("assign %s: %w", ticketID, err)
+	var (
+		agent  *string
+		picked bool
+	)
+	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
+		err := s.db.QueryRow(ctx, `WITH pick AS (
+				SELECT a.name FROM agents a JOIN agent_teams t ON t.agent = a.name
+				WHERE t.team = $2 AND a.disabled_at IS NULL
+				ORDER BY a.open_tickets, a.last_assigned_at NULLS FIRST, a.name
+				LIMIT 1 FOR UPDATE OF a SKIP LOCKED
+			), assigned AS (
+				UPDATE tickets SET assignee = (SELECT name FROM pick), updated_at = now()
+				WHERE id = $1 AND assignee IS NULL AND EXISTS (SELECT 1 FROM pick)
+				RETURNING assignee
+			), touched AS (
+				UPDATE agents SET last_assigned_at = clock_timestamp() WHERE name = (SELECT assignee FROM assigned)
+			)
+			SELECT (SELECT assignee FROM assigned), EXISTS (SELECT 1 FROM pick)`, ticketID, team).Scan(&agent, &picked)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("assign %s: %w", ticketID, err)
+		case agent != nil:
+			return *agent, nil
+		case picked:
+			return "", nil // someone has it already
+		}
+		var anyone bool
+		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents a JOIN agent_teams t ON t.agent = a.name
+			WHERE t.team = $1 AND a.disabled_at IS NULL)`, team).Scan(&anyone); err != nil || !anyone {
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("assign %s: %w", ticketID, ctx.Err())
+		case <-time.After(wait):
+		}
 	}
-	var agent *string
-	err := s.db.QueryRow(ctx, `WITH pick AS (
-			SELECT a.name FROM agents a JOIN agent_teams t ON t.agent = a.name
-			WHERE t.team = $2 AND a.disabled_at IS NULL
-			ORDER BY (SELECT count(*) FROM tickets k WHERE k.assignee = a.name AND k.status IN ('open', 'pending')),
-			         a.last_assigned_at NULLS FIRST, a.name
-			LIMIT 1
-		), assigned AS (
-			UPDATE tickets SET assignee = (SELECT name FROM pick), updated_at = now()
-			WHERE id = $1 AND assignee IS NULL AND EXISTS (SELECT 1 FROM pick)
-			RETURNING assignee
-		), touched AS (
-			UPDATE agents SET last_assigned_at = clock_timestamp() WHERE name = (SELECT assignee FROM assigned)
-		)
-		SELECT (SELECT assignee FROM assigned)`, ticketID, team).Scan(&agent)
-	if err != nil {
-		return "", fmt.Errorf("assign %s: %w", ticketID, err)
-	}
-	if agent == nil {
-		return "", nil
-	}
-	return *agent, nil
 }

@@ -19,6 +19,7 @@ type TicketVector struct {
 	CustomerID string
 	Merged     bool
 	UpdatedAt  time.Time
+	CreatedAt  time.Time
 }
 
 // TicketVectorsSince returns the tickets changed at or after since, in
@@ -69,11 +70,11 @@ func (s *Store) ticketVectors(ctx context.Context, where string, args ...any) ([
 	return list, nil
 }
 
-const ticketVectorColumns = `id, embedding, status, coalesce(team, ''), customer_id, merged_into IS NOT NULL, updated_at`
+const ticketVectorColumns = `id, embedding, status, coalesce(team, ''), customer_id, merged_into IS NOT NULL, updated_at, created_at`
 
 func scanTicketVector(row pgx.CollectableRow) (TicketVector, error) {
 	var v TicketVector
-	err := row.Scan(&v.ID, &v.Embedding, &v.Status, &v.Team, &v.CustomerID, &v.Merged, &v.UpdatedAt)
+	err := row.Scan(&v.ID, &v.Embedding, &v.Status, &v.Team, &v.CustomerID, &v.Merged, &v.UpdatedAt, &v.CreatedAt)
 	return v, err
 }
 
@@ -144,19 +145,4 @@ func (s *Store) Examples(ctx context.Context, ids []string) (map[string]*Example
 		out[e.TicketID] = e
 	}
 	return out, nil
-}
-
-// EarlierOpenOfCustomer queues the read of the open and pending tickets
-// the customer of ticketID opened before it, within window, with their
-// embeddings: the candidates for its duplicate.
-func (b *Batch) EarlierOpenOfCustomer(ticketID string, window time.Duration, into *[]TicketVector) {
-	b.b.Queue(`SELECT o.id, o.embedding, o.status, coalesce(o.team, ''), o.customer_id, false, o.updated_at
-		FROM tickets t JOIN tickets o ON o.customer_id = t.customer_id AND o.id <> t.id AND o.created_at <= t.created_at
-		WHERE t.id = $1 AND o.status IN ('open', 'pending') AND o.created_at >= t.created_at - $2::interval
-		  AND o.embedding IS NOT NULL AND o.merged_into IS NULL
-		ORDER BY o.created_at DESC LIMIT 50`, ticketID, window).Query(func(rows pgx.Rows) error {
-		list, err := pgx.CollectRows(rows, scanTicketVector)
-		*into = list
-		return err
-	})
 }

@@ -15,6 +15,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"time"
 )
 
 // Meta is what a search may filter on.
@@ -23,6 +24,7 @@ type Meta struct {
 	Team       string
 	CustomerID string
 	Merged     bool
+	Opened     time.Time
 }
 
 // Hit is a vector found, with its cosine similarity to the query.

@@ -16,7 +16,7 @@ func cmdAPIKey(ctx context.Context, args []string, getenv func(string) string, s
 		"create   makes an API key for the actor and prints it once; only its SHA-256 is stored.\n"+
 			"         A customer key sees and opens that customer's tickets; an agent key sees all.\n"+
 			"list     lists the keys (id, actor, created, last used, revoked), never the keys themselves\n"+
-			"revoke   stops a key: it answers 401 from the next request", getenv, stdout, stderr)
+			"revoke   stops a key: it answers 401 within a second", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	actorFlag := fs.String("actor", "", "customer:C-0022 or agent:NAME")
 	sub, id, rest := subcommand(args, "revoke")

@@ -52,7 +52,7 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 			"          each ticket to the least busy active agent of its team); -admin lets it manage\n"+
 			"          webhooks, suppressions, agents and River UI's jobs and queues (-admin=false takes it back)\n"+
 			"list      lists the agents with their teams\n"+
-			"disable   stops an agent: its API keys answer 401 from the next request, and it is assigned\n"+
+			"disable   stops an agent: its API keys answer 401 within a second, and it is assigned\n"+
 			"          nothing more", getenv, stdout, stderr)
 	db := databaseSetting(fs)
 	email := fs.String("email", "", "add: the agent's address")

@@ -81,6 +81,7 @@ type Server struct {
 	conns    int
 	got      []Delivery
 	held     []net.Conn
+	open     []net.Conn // every connection a session began on
 	users    map[string]string
 	tokens   func(user string) string
 	roots    *x509.CertPool
@@ -176,15 +177,25 @@ func (s *Server) URL() string { return "smtp://" + s.Addr + "?tls=none" }
 // RootCAs trusts the server's self-signed certificate.
 func (s *Server) RootCAs() *x509.CertPool { return s.roots }
 
-// Script sets how the next connections go, one Fault each, in order; after
-// them, connections get the fallback (see SetFallback).
+// Script sets how the next attempts go, one Fault each, in order: a
+// connection takes one when it is accepted, and each message after the
+// first on a connection takes the next that is about a message. After
+// them, the fallback (see SetFallback). A script with a fault of a
+// connection (RejectConnect, Hang) drops the connections open now, as
+// DropConnections does, so that a client's kept session meets it.
 func (s *Server) Script(faults ...Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.script = append(s.script, faults...)
+	for _, f := range faults {
+		if f.RejectConnect != nil || f.Hang {
+			s.dropLocked()
+			break
+		}
+	}
 }
 
-// SetFallback sets how connections go once the script is used up.
+// SetFallback sets how attempts go once the script is used up.
 func (s *Server) SetFallback(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -223,6 +234,21 @@ func Send(addr, from, to string, raw []byte) error {
 }
 
 // Close stops the server and drops every connection, hanging ones included.
+// DropConnections closes every connection from the server's side without a
+// word, as a server whose idle timeout passed does.
+func (s *Server) DropConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropLocked()
+}
+
+func (s *Server) dropLocked() {
+	for _, c := range s.open {
+		_ = c.Close()
+	}
+	s.open = nil
+}
+
 func (s *Server) Close() error {
 	s.once.Do(func() { close(s.closed) })
 	s.mu.Lock()
@@ -232,6 +258,20 @@ func (s *Server) Close() error {
 	s.held = nil
 	s.mu.Unlock()
 	return s.smtp.Close()
+}
+
+// nextMessageFault takes the script's next fault if it is about a
+// message (not RejectConnect or Hang, which wait for a connection), else
+// gives the fallback.
+func (s *Server) nextMessageFault() Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.script) > 0 && s.script[0].RejectConnect == nil && !s.script[0].Hang {
+		f := s.script[0]
+		s.script = s.script[1:]
+		return f
+	}
+	return s.fallback
 }
 
 func (s *Server) nextFault() (int, Fault) {
@@ -290,6 +330,9 @@ func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	if !ok {
 		return nil, errors.New("smtptest: unexpected connection type")
 	}
+	s.mu.Lock()
+	s.open = append(s.open, c.Conn())
+	s.mu.Unlock()
 	sess := &session{server: s, conn: sc, smtp: c, helo: c.Hostname()}
 	if s.users != nil || s.tokens != nil {
 		return &authSession{session: sess}, nil
@@ -305,11 +348,19 @@ type session struct {
 	user   string
 	from   string
 	to     []string
+	mails  int // MAIL commands on this connection
 }
 
 func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 	if (s.server.users != nil || s.server.tokens != nil) && s.user == "" {
 		return smtp.ErrAuthRequired
+	}
+	// A connection's first message meets the fault it was accepted with;
+	// each later one on the same session takes the script's next message
+	// fault, so that a script means one fault per attempt whether or not
+	// the client keeps its session.
+	if s.mails++; s.mails > 1 {
+		s.conn.fault = s.server.nextMessageFault()
 	}
 	s.from = from
 	return nil

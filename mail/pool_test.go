@@ -1,0 +1,81 @@
+package mail_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+)
+
+// TestRelaySessionsAreReused holds the pool to what a fresh session per
+// message promised: each fault keeps its outcome, and a session the server
+// dropped costs nothing but a new one.
+func TestRelaySessionsAreReused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := mail.Envelope{From: "bounce@helpdesk.example.com", To: []string{"ada@example.com"}}
+	raw := []byte("From: support@helpdesk.example.com\r\nTo: ada@example.com\r\nSubject: Hi\r\n\r\nHello.\r\n")
+
+	t.Run("MessagesShareASession", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		r := relayTo(t, srv, "")
+		for range 5 {
+			if res := r.Send(ctx, env, raw); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+		}
+		if n, d := srv.Connections(), len(srv.Deliveries()); n != 1 || d != 5 {
+			t.Errorf("%d connections for %d deliveries, want one for five", n, d)
+		}
+	})
+
+	t.Run("ASessionTheServerDroppedIsRedialledWithinTheAttempt", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		r := relayTo(t, srv, "")
+		if res := r.Send(ctx, env, raw); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		srv.DropConnections()
+		res := r.Send(ctx, env, raw)
+		if res.Err != nil || res.Rcpt["ada@example.com"] != nil || len(srv.Deliveries()) != 2 || srv.Connections() != 2 {
+			t.Errorf("after the drop: %+v, %d deliveries over %d connections; want it sent on a new session", res, len(srv.Deliveries()), srv.Connections())
+		}
+	})
+
+	t.Run("EveryFaultKeepsItsOutcomeOnAKeptSession", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		r := relayTo(t, srv, "")
+		if res := r.Send(ctx, env, raw); res.Err != nil { // the session to reuse
+			t.Fatal(res.Err)
+		}
+		// Faults go by connection, and no session is kept after a fault:
+		// each one below comes on a connection of its own.
+		srv.Script(smtptest.Fault{DataErr: smtptest.ErrTryAgainLater}, smtptest.Fault{DropAfterBody: true},
+			smtptest.Fault{RcptErr: map[string]*smtp.SMTPError{"ada@example.com": smtptest.ErrNoSuchUser}},
+			smtptest.Fault{RejectConnect: smtptest.ErrServiceNotAvailable})
+		srv.DropConnections() // the next send redials onto the scripted faults
+		var se *mail.SMTPError
+		if res := r.Send(ctx, env, raw); !errors.As(res.Err, &se) || se.Code != 451 || res.BodySent {
+			t.Errorf("451 after the body: %+v", res)
+		}
+		if res := r.Send(ctx, env, raw); !res.Uncertain || !res.BodySent {
+			t.Errorf("a lost acknowledgement: %+v, want uncertain", res)
+		}
+		if res := r.Send(ctx, env, raw); res.Rcpt["ada@example.com"] == nil || res.Rcpt["ada@example.com"].Code != 550 {
+			t.Errorf("a refused recipient: %+v", res)
+		}
+		if res := r.Send(ctx, env, raw); !errors.As(res.Err, &se) || se.Code != 421 {
+			t.Errorf("421 at connect: %+v", res)
+		}
+		if res := r.Send(ctx, env, raw); res.Err != nil {
+			t.Errorf("afterwards: %+v", res)
+		}
+	})
+}
