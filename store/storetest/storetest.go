@@ -107,6 +107,21 @@ func NewURL(tb testing.TB) string {
 type Trips struct {
 	mu    sync.Mutex
 	trips [][]string // the statements of each trip
+	stmts []Statement
+}
+
+// Statement is one statement a counted context sent, whole, with its
+// arguments.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// Statements lists every statement sent so far.
+func (t *Trips) Statements() []Statement {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Statement(nil), t.stmts...)
 }
 
 type tripsKey struct{}
@@ -164,6 +179,9 @@ type tripTracer struct{}
 func (tripTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	if t, ok := ctx.Value(tripsKey{}).(*Trips); ok {
 		t.add(data.SQL)
+		t.mu.Lock()
+		t.stmts = append(t.stmts, Statement{SQL: data.SQL, Args: data.Args})
+		t.mu.Unlock()
 	}
 	return ctx
 }
@@ -177,6 +195,11 @@ func (tripTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.Tra
 			sqls[i] = q.SQL
 		}
 		t.add(sqls...)
+		t.mu.Lock()
+		for _, q := range data.Batch.QueuedQueries {
+			t.stmts = append(t.stmts, Statement{SQL: q.SQL, Args: q.Arguments})
+		}
+		t.mu.Unlock()
 	}
 	return ctx
 }

@@ -1,0 +1,101 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/vocab"
+)
+
+// TestHotQueriesHaveAnIndex runs the queries that each ticket, message,
+// queue page or clock makes, records them, and explains each with
+// sequential scans turned off: a plan that still scans tickets or messages
+// whole has no index to use, and at a million rows it reads them all.
+func TestHotQueriesHaveAnIndex(t *testing.T) {
+	t.Parallel()
+	pool, st := team(t)
+	ctx, trips := storetest.CountTrips(context.Background())
+	first, second := newTicket(t, st), newTicket(t, st)
+	for _, step := range []func() error{
+		func() error { _, err := st.AssignToTeam(ctx, first, "billing"); return err },
+		func() error { _, err := st.GetTicket(ctx, first); return err },
+		func() error { _, err := st.ListMessages(ctx, first); return err },
+		func() error { _, err := st.MessageByEmailID(ctx, "<x@example.com>"); return err },
+		func() error { _, err := st.CustomerByEmail(ctx, "ada@example.com"); return err },
+		func() error { _, err := st.TicketChangesSince(ctx, time.Now().Add(-time.Minute)); return err },
+		func() error { _, err := st.SolvedBefore(ctx, time.Now(), 100); return err },
+		func() error { _, err := st.GetTicketSLA(ctx, first); return err },
+		func() error {
+			for _, p := range []store.ListTicketsParams{{Status: vocab.StatusOpen}, {Team: "billing"}, {Assignee: "ana"}, {CustomerID: "C-0001"},
+				{SLABreached: true}, {SLADueWithin: time.Hour}} {
+				p.Limit = 50
+				if _, err := st.ListTickets(ctx, &p); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		func() error {
+			for _, v := range []string{"mine", "unassigned", "open", "pending", "due"} {
+				if _, _, err := st.Queue(ctx, &store.QueueParams{Agent: "ana", Teams: []string{"billing"}, View: v, Limit: 50}); err != nil {
+					return err
+				}
+			}
+			_, _, err := st.Queue(ctx, &store.QueueParams{View: "all", Search: first, Limit: 50})
+			return err
+		},
+		func() error {
+			return store.Run(ctx, pool, func(tx *store.Tx) error {
+				tx.Later(func(b *store.Batch) { b.Merge(second, first) })
+				return nil
+			})
+		},
+	} {
+		if err := step(); err != nil && !strings.Contains(err.Error(), "not found") {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range trips.Statements() {
+		sql := strings.TrimSpace(s.SQL)
+		verb := strings.ToUpper(strings.Fields(sql)[0])
+		if verb != "SELECT" && verb != "UPDATE" && verb != "DELETE" && verb != "WITH" {
+			continue
+		}
+		plan := explain(t, pool, sql, s.Args)
+		for _, table := range []string{"Seq Scan on tickets", "Seq Scan on messages"} {
+			if strings.Contains(plan, table) {
+				t.Errorf("%s\nscans a table whole:\n%s", strings.Join(strings.Fields(sql), " "), plan)
+			}
+		}
+	}
+}
+
+func explain(t *testing.T, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, sql string, args []any) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
+	if err != nil {
+		t.Fatalf("explain %s: %v", sql, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("explain %s: %v", sql, err)
+	}
+	return strings.Join(lines, "\n")
+}
