@@ -196,17 +196,23 @@ const teamsSQL = `SELECT DISTINCT t.team FROM agent_teams t JOIN agents a ON a.n
 // recently, then by name), in the caller's transaction, and returns the
 // agent ("" for none). Each agent's load is a row kept by a trigger
 // (migration 022), so the pick reads the team's agents, not its tickets;
-// it locks the agent it picks, and a concurrent assignment skips to the
-// next one instead of waiting (FOR UPDATE SKIP LOCKED). Only when every
-// agent of the team is being assigned to at once does it look again, a
-// few milliseconds later: it never takes an agent whose load it could not
-// read, so the loads stay within one of each other.
+// it locks the agent it picks, and a concurrent assignment takes the next
+// one instead of waiting (FOR UPDATE SKIP LOCKED). The pick's snapshot may
+// be older than the row it locked (PostgreSQL re-reads a locked row, not
+// the order), so a fresh read checks that no agent of the team has fewer;
+// if one has, the pick is undone (a savepoint) and made again, a little
+// later when that agent is being assigned to right now. The loads stay
+// within one of each other, as when assignments took turns.
 func (s *Store) AssignToTeam(ctx context.Context, ticketID, team string) (string, error) {
 	var (
 		agent  *string
 		picked bool
+		fair   bool
 	)
 	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
+		if _, err := s.db.Exec(ctx, `SAVEPOINT helpdesk_assign`); err != nil {
+			return "", fmt.Errorf("assign %s: %w", ticketID, err)
+		}
 		err := s.db.QueryRow(ctx, `WITH pick AS (
 				SELECT a.name FROM agents a JOIN agent_teams t ON t.agent = a.name
 				WHERE t.team = $2 AND a.disabled_at IS NULL
@@ -223,15 +229,31 @@ func (s *Store) AssignToTeam(ctx context.Context, ticketID, team string) (string
 		switch {
 		case err != nil:
 			return "", fmt.Errorf("assign %s: %w", ticketID, err)
-		case agent != nil:
-			return *agent, nil
-		case picked:
+		case agent == nil && picked:
 			return "", nil // someone has it already
+		case agent != nil:
+			// Our own +1 is in the agent's row now; before it, the load
+			// must have been the team's least.
+			if err := s.db.QueryRow(ctx, `SELECT (SELECT open_tickets - 1 FROM agents WHERE name = $1) <=
+				coalesce((SELECT min(a.open_tickets) FROM agents a JOIN agent_teams t ON t.agent = a.name
+				 WHERE t.team = $2 AND a.disabled_at IS NULL AND a.name <> $1), 2147483647)`, *agent, team).Scan(&fair); err != nil {
+				return "", fmt.Errorf("assign %s: %w", ticketID, err)
+			}
+			if fair {
+				if _, err := s.db.Exec(ctx, `RELEASE SAVEPOINT helpdesk_assign`); err != nil {
+					return "", fmt.Errorf("assign %s: %w", ticketID, err)
+				}
+				return *agent, nil
+			}
+		default:
+			var anyone bool
+			if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents a JOIN agent_teams t ON t.agent = a.name
+				WHERE t.team = $1 AND a.disabled_at IS NULL)`, team).Scan(&anyone); err != nil || !anyone {
+				return "", err
+			}
 		}
-		var anyone bool
-		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents a JOIN agent_teams t ON t.agent = a.name
-			WHERE t.team = $1 AND a.disabled_at IS NULL)`, team).Scan(&anyone); err != nil || !anyone {
-			return "", err
+		if _, err := s.db.Exec(ctx, `ROLLBACK TO SAVEPOINT helpdesk_assign`); err != nil {
+			return "", fmt.Errorf("assign %s: %w", ticketID, err)
 		}
 		select {
 		case <-ctx.Done():

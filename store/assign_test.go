@@ -39,6 +39,16 @@ func newTicket(t *testing.T, st *store.Store) string {
 	return tk.ID
 }
 
+// assign assigns the ticket in a transaction of its own, as triage does
+// in its step's.
+func assign(ctx context.Context, pool *pgxpool.Pool, ticketID string) (agent string, err error) {
+	err = store.Run(ctx, pool, func(tx *store.Tx) error {
+		agent, err = tx.Store().AssignToTeam(ctx, ticketID, "billing")
+		return err
+	})
+	return agent, err
+}
+
 // requireLoads checks each agent's kept load against a count of its tickets.
 func requireLoads(t *testing.T, pool *pgxpool.Pool, step string) {
 	t.Helper()
@@ -59,7 +69,7 @@ func TestAgentLoadFollowsEveryChange(t *testing.T) {
 	var ids []string
 	for range 4 {
 		id := newTicket(t, st)
-		if _, err := st.AssignToTeam(ctx, id, "billing"); err != nil {
+		if _, err := assign(ctx, pool, id); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
@@ -100,7 +110,7 @@ func TestAssignmentsOfOneTeamDoNotWaitForEachOther(t *testing.T) {
 	// the deadline, far longer than any assignment takes.
 	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	b, err := st.AssignToTeam(waitCtx, second, "billing")
+	b, err := assign(waitCtx, pool, second)
 	if err != nil {
 		t.Fatalf("the second assignment waited: %v", err)
 	}

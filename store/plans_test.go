@@ -23,7 +23,7 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 	ctx, trips := storetest.CountTrips(context.Background())
 	first, second := newTicket(t, st), newTicket(t, st)
 	for _, step := range []func() error{
-		func() error { _, err := st.AssignToTeam(ctx, first, "billing"); return err },
+		func() error { _, err := assign(ctx, pool, first); return err },
 		func() error { _, err := st.GetTicket(ctx, first); return err },
 		func() error { _, err := st.ListMessages(ctx, first); return err },
 		func() error { _, err := st.MessageByEmailID(ctx, "<x@example.com>"); return err },

@@ -37,10 +37,12 @@ type TicketChange struct {
 	UpdatedAt time.Time
 }
 
-// TicketChangesSince returns the tickets changed at or after since, their
-// ids and times only.
+// TicketChangesSince returns the embedded tickets changed at or after
+// since, their ids and times only: a ticket without an embedding has
+// nothing for a vector index (and a ticket being triaged changes several
+// times before it has one).
 func (s *Store) TicketChangesSince(ctx context.Context, since time.Time) ([]TicketChange, error) {
-	rows, err := s.db.Query(ctx, `SELECT id, updated_at FROM tickets WHERE updated_at >= $1`, since)
+	rows, err := s.db.Query(ctx, `SELECT id, updated_at FROM tickets WHERE updated_at >= $1 AND embedding IS NOT NULL`, since)
 	if err != nil {
 		return nil, fmt.Errorf("ticket changes: %w", err)
 	}
