@@ -131,10 +131,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // agent is who a request comes from.
 type agent struct {
 	*store.Agent
-	session string
 }
-
-type ctxKey struct{}
 
 // signedIn runs h for an agent with a session, and sends anyone else to
 // the sign-in page.
@@ -161,7 +158,7 @@ func (c *Console) signedIn(h func(w http.ResponseWriter, r *http.Request, a *age
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, maxForm+c.desk.AttachmentMaxBytes()*4)
 		}
-		h(w, r, &agent{Agent: a, session: cookie.Value})
+		h(w, r, &agent{Agent: a})
 	}
 }
 

@@ -51,8 +51,6 @@ func (d *Desk) bounceTx(ctx context.Context, tx *store.Tx, b *Bounce) error {
 	if t.Status == vocab.StatusPending || t.Status == vocab.StatusSolved {
 		setStatus(tx, t, vocab.System, vocab.StatusOpen)
 	}
-	if err := d.retimeTx(ctx, tx, t.ID); err != nil {
-		return err
-	}
+	d.retimeTx(tx, t.ID)
 	return d.tellAssigneeTx(ctx, tx, t, "Bounced: ", note)
 }

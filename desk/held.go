@@ -73,9 +73,7 @@ func (d *Desk) AcceptHeld(ctx context.Context, actor vocab.Actor, ticketID strin
 		if ticket.Status == vocab.StatusPending || ticket.Status == vocab.StatusSolved {
 			setStatus(tx, ticket, actor, vocab.StatusOpen)
 		}
-		if err := d.retimeTx(ctx, tx, ticketID); err != nil {
-			return err
-		}
+		d.retimeTx(tx, ticketID)
 		_, err = d.retriageTx(ctx, tx, ticketID)
 		return err
 	})

@@ -100,9 +100,7 @@ func (d *Desk) MergeTicketTx(ctx context.Context, tx *store.Tx, actor vocab.Acto
 	event(tx, from.ID, actor, "merged_into", "", into.ID)
 	event(tx, into.ID, actor, "merged", from.ID, "")
 	for _, id := range []string{from.ID, into.ID} {
-		if err := d.retimeTx(ctx, tx, id); err != nil {
-			return nil, err
-		}
+		d.retimeTx(tx, id)
 	}
 	out := &Merged{TicketID: into.ID, Merged: from.ID}
 	var err error

@@ -120,8 +120,6 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) 
 	if status != ticket.Status {
 		setStatus(tx, &ticket, p.Author, status)
 	}
-	if err := d.retimeTx(ctx, tx, ticket.ID); err != nil {
-		return nil, 0, err
-	}
+	d.retimeTx(tx, ticket.ID)
 	return msg, jobID, nil
 }

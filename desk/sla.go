@@ -228,10 +228,10 @@ func (s *slaSwitch) get() (on, fresh bool) {
 // clocks to be computed again after the transaction's changes: a job
 // queued just before the commit. When the switch's answer is old, the
 // question rides with the transaction's next trip.
-func (d *Desk) retimeTx(_ context.Context, tx *store.Tx, ticketID string) error {
+func (d *Desk) retimeTx(tx *store.Tx, ticketID string) {
 	on, fresh := d.slaOn.get()
 	if fresh && !on {
-		return nil
+		return
 	}
 	var exists *bool
 	if !fresh {
@@ -248,7 +248,6 @@ func (d *Desk) retimeTx(_ context.Context, tx *store.Tx, ticketID string) error 
 		_, err := d.jobs.EnqueueSLATx(ctx, tx, ticketID, time.Time{})
 		return err
 	})
-	return nil
 }
 
 // SLABreach is a breach as the ticket shows it.

@@ -250,9 +250,7 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 	if ticket.Status == vocab.StatusPending || ticket.Status == vocab.StatusSolved {
 		setStatus(tx, ticket, p.Author, vocab.StatusOpen)
 	}
-	if err := d.retimeTx(ctx, tx, p.TicketID); err != nil {
-		return nil, err
-	}
+	d.retimeTx(tx, p.TicketID)
 	if out.JobID, err = d.retriageTx(ctx, tx, p.TicketID); err != nil {
 		return nil, err
 	}
@@ -346,7 +344,8 @@ func (d *Desk) changeTx(ctx context.Context, tx *store.Tx, t *store.Ticket, acto
 		}
 		event(tx, t.ID, actor, "priority", from, strconv.Itoa(priority))
 	}
-	return d.retimeTx(ctx, tx, t.ID)
+	d.retimeTx(tx, t.ID)
+	return nil
 }
 
 // setStatus changes the status with its events, with the transaction's

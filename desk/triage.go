@@ -174,9 +174,7 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 		case TaskClassify:
 			c := r.Classification
 			tx.Later(func(b *store.Batch) { b.SetTicketClassification(r.TicketID, c.Team, c.Priority) })
-			if err := d.retimeTx(ctx, tx, r.TicketID); err != nil {
-				return err
-			}
+			d.retimeTx(tx, r.TicketID)
 			if d.config.AutoAssign {
 				if _, err := d.assignTx(ctx, tx, r.TicketID, r.Classification.Team); err != nil {
 					return err
