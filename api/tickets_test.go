@@ -22,7 +22,12 @@ type intakeBundle struct {
 
 func setupIntake(t testing.TB, retention time.Duration) *intakeBundle {
 	t.Helper()
-	b := jobstest.Setup(t)
+	return setupIntakeOn(t, jobstest.Setup(t), retention)
+}
+
+// setupIntakeOn is setupIntake over a bundle of the caller's.
+func setupIntakeOn(t testing.TB, b *jobstest.Bundle, retention time.Duration) *intakeBundle {
+	t.Helper()
 	for _, c := range []string{"C-0022", "C-0003"} {
 		if _, err := b.Store.InsertCustomer(b.Ctx, &store.InsertCustomerParams{ID: c, Email: strings.ToLower(c) + "@example.com", Name: c}); err != nil {
 			t.Fatal(err)

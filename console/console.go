@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -198,6 +199,13 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, probl
 }
 
 var funcs = template.FuncMap{
+	// count shows a view's count, which stops past store.CountCap.
+	"count": func(n int) string {
+		if n > store.CountCap {
+			return strconv.Itoa(store.CountCap) + "+"
+		}
+		return strconv.Itoa(n)
+	},
 	"when": func(t any) string {
 		switch v := t.(type) {
 		case time.Time:

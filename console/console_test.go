@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -192,5 +193,39 @@ func TestConsoleShowsSLAClocks(t *testing.T) {
 	}
 	if _, page := c.get("/ui/tickets/" + w.ticket); !strings.Contains(page, "First response") {
 		t.Error("the ticket page does not show its SLA clock")
+	}
+}
+
+func TestABigQueueIsCountedUpToTheCap(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	// store.CountCap more open tickets of billing's, nobody's: the view holds more than it counts.
+	if _, err := w.Pool.Exec(w.Ctx, `INSERT INTO tickets (customer_id, subject, team, last_customer_message_at)
+		SELECT customer_id, 'Another question ' || g, 'billing', now() FROM tickets, generate_series(1, $2) g WHERE id = $1`,
+		w.ticket, store.CountCap); err != nil {
+		t.Fatal(err)
+	}
+	c := w.client(t)
+	c.signIn(w.keys["alice"])
+
+	status, body := c.get("/ui/?view=unassigned")
+	if status != http.StatusOK {
+		t.Fatalf("queue: %d", status)
+	}
+	capped := fmt.Sprintf("%d&#43;", store.CountCap) // "1000+", as html/template writes the plus
+	if !strings.Contains(body, `<span class="count">`+capped+`</span>`) || !strings.Contains(body, "1–50 of "+capped) {
+		t.Errorf("the unassigned view of %d tickets does not say %q in its tab and its range", store.CountCap+1, capped)
+	}
+	if !strings.Contains(body, "page=2") {
+		t.Error("no link to the next page")
+	}
+	// A page past the cap counts on from where it is: the last one, exactly.
+	var n int
+	if err := w.Pool.QueryRow(w.Ctx, `SELECT count(*) FROM tickets WHERE status = 'open' AND assignee IS NULL AND team = 'billing'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	last := fmt.Sprintf("%d–%d of %d", 1001, n, n)
+	if _, body := c.get("/ui/?view=unassigned&page=21"); !strings.Contains(body, last) || strings.Contains(body, "page=22") {
+		t.Errorf("the last page does not say %q, without a next page", last)
 	}
 }

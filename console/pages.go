@@ -72,6 +72,7 @@ type queueData struct {
 	View                      string
 	Rows                      []*store.QueueRow
 	Total, From, To           int
+	TotalText                 string // Total, or "N+" past what was counted
 	Prev, Next                string
 	Status, Team, Assignee, Q string
 	Priority                  int
@@ -120,6 +121,10 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, a *agent) {
 		Team: p.Team, Assignee: p.Assignee, Q: p.Search, Priority: int(p.Priority), Teams: teams, ShowSLA: timed, Now: time.Now()}
 	if len(rows) == 0 {
 		d.From = 0
+	}
+	d.TotalText = strconv.Itoa(total)
+	if total > p.Offset+store.CountCap {
+		d.TotalText = strconv.Itoa(p.Offset+store.CountCap) + "+"
 	}
 	for _, s := range vocab.Statuses {
 		d.Statuses = append(d.Statuses, string(s))

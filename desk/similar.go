@@ -102,7 +102,8 @@ func allowStale(ctx context.Context, d time.Duration) context.Context {
 // triageStaleness is how old an index triage's searches accept.
 const triageStaleness = time.Second
 
-// rebuild reads every ticket's vector into a new index, and swaps it in.
+// rebuild reads every embedded ticket's vector into a new index, and swaps
+// it in.
 func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) {
 	s.rebuilding.Store(true)
 	defer s.rebuilding.Store(false)
@@ -116,7 +117,7 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 		after     string
 	)
 	for {
-		rows, err := st.TicketVectorsSince(ctx, since, after, syncPage)
+		rows, err := st.EmbeddedVectorsSince(ctx, since, after, syncPage)
 		if err != nil {
 			return nil, err
 		}

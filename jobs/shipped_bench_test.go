@@ -37,6 +37,12 @@ func queueTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, n int) {
 	if _, err := bundle.Store.InsertCustomer(bundle.Ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "c1@example.com", Name: "Bench"}); err != nil {
 		b.Fatal(err)
 	}
+	queueMoreTickets(b, bundle, q, n)
+}
+
+// queueMoreTickets is queueTickets once the customer is there.
+func queueMoreTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, n int) {
+	b.Helper()
 	err := store.Run(bundle.Ctx, bundle.Pool, func(tx *store.Tx) error {
 		for i := range n {
 			ticket, err := store.New(tx).InsertTicket(bundle.Ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: fmt.Sprintf("Charge %d", i)})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-smtp"
 
@@ -76,6 +77,63 @@ func TestRelaySessionsAreReused(t *testing.T) {
 		}
 		if res := r.Send(ctx, env, raw); res.Err != nil {
 			t.Errorf("afterwards: %+v", res)
+		}
+	})
+
+	limited := func(t *testing.T, srv *smtptest.Server, messages int, idle time.Duration) *mail.Relay {
+		t.Helper()
+		r, err := mail.NewRelay(mail.RelayConfig{URL: srv.URL(), HeloName: "helpdesk.example.com",
+			DialTimeout: 5 * time.Second, CommandTimeout: 5 * time.Second, BodyTimeout: 5 * time.Second, ReplyTimeout: 5 * time.Second,
+			SessionMessages: messages, SessionIdle: idle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	t.Run("ASessionCarriesAtMostSessionMessages", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		r := limited(t, srv, 3, time.Minute)
+		for range 7 {
+			if res := r.Send(ctx, env, raw); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+		}
+		if n, d := srv.Connections(), len(srv.Deliveries()); n != 3 || d != 7 {
+			t.Errorf("%d connections for %d deliveries, want three (3 + 3 + 1) for seven", n, d)
+		}
+	})
+
+	t.Run("ASessionIdleLongerThanSessionIdleIsNotReused", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		r := limited(t, srv, 0, time.Millisecond)
+		if res := r.Send(ctx, env, raw); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		time.Sleep(20 * time.Millisecond) // longer than the idle limit, whatever the machine's load
+		if res := r.Send(ctx, env, raw); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if n := srv.Connections(); n != 2 {
+			t.Errorf("%d connections, want a new session after the idle limit", n)
+		}
+	})
+
+	t.Run("CloseEndsTheKeptSessions", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		r := relayTo(t, srv, "")
+		if res := r.Send(ctx, env, raw); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		r.Close()
+		if res := r.Send(ctx, env, raw); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if n := srv.Connections(); n != 2 {
+			t.Errorf("%d connections, want the session closed and a new one after Close", n)
 		}
 	})
 }

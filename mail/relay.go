@@ -34,6 +34,13 @@ type RelayConfig struct {
 	BodyTimeout    time.Duration // writing the whole body; default 2m
 	ReplyTimeout   time.Duration // the final reply after the body; default 5m
 
+	// A session that ended well is kept for the next message: for up to
+	// SessionMessages messages (default 100) and SessionIdle between two
+	// (default 15s, well inside the five minutes a server waits, RFC 5321
+	// §4.5.3.2.7).
+	SessionMessages int
+	SessionIdle     time.Duration
+
 	TLSConfig *tls.Config // nil: verify the server's certificate against the system's roots
 
 	// Captures: the server is the in-process sink of a service without a
@@ -138,6 +145,11 @@ func (r *Relay) finish() *Relay {
 	setDefault(&r.config.CommandTimeout, time.Minute)
 	setDefault(&r.config.BodyTimeout, 2*time.Minute)
 	setDefault(&r.config.ReplyTimeout, 5*time.Minute)
+	setDefault(&r.config.SessionIdle, 15*time.Second)
+	if r.config.SessionMessages <= 0 {
+		r.config.SessionMessages = 100
+	}
+	r.pool.idleFor = r.config.SessionIdle
 	return r
 }
 
@@ -270,7 +282,7 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 	// Only a session whose every command succeeded is kept; after any
 	// refusal the next attempt starts afresh, as before pooling. The next
 	// MAIL starts the next transaction (RFC 5321 §3.3).
-	if s.sent < sessionMessages && accepted == len(env.To) {
+	if s.sent < r.config.SessionMessages && accepted == len(env.To) {
 		keep = true
 	} else {
 		_ = c.Quit()
@@ -278,15 +290,9 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 	return res
 }
 
-// sessionMessages is how many messages one session carries before it is
-// closed; sessionIdle how long a kept session may wait for the next one
-// (well inside the five minutes a server waits, RFC 5321 §4.5.3.2.7);
-// sessionsKept how many wait at most.
-const (
-	sessionMessages = 100
-	sessionIdle     = 15 * time.Second
-	sessionsKept    = 8
-)
+// sessionsKept is how many sessions wait at most: as many as the email
+// workers that send at once, about.
+const sessionsKept = 8
 
 // session is an open, greeted, authenticated SMTP session.
 type session struct {
@@ -302,8 +308,9 @@ type session struct {
 // email opening its own session was a tenth of the process's CPU and as
 // much again on the server's side.
 type sessionPool struct {
-	mu   sync.Mutex
-	idle []*session
+	mu      sync.Mutex
+	idle    []*session
+	idleFor time.Duration // RelayConfig.SessionIdle
 }
 
 func (p *sessionPool) take(now time.Time) *session {
@@ -312,7 +319,7 @@ func (p *sessionPool) take(now time.Time) *session {
 	for len(p.idle) > 0 {
 		s := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
-		if now.Sub(s.idle) < sessionIdle {
+		if now.Sub(s.idle) < p.idleFor {
 			return s
 		}
 		s.c.Close()
@@ -331,15 +338,19 @@ func (p *sessionPool) put(s *session) {
 	p.idle = append(p.idle, s)
 }
 
-// Close closes the kept sessions.
+// Close says QUIT on the kept sessions and closes them, giving a server
+// that does not answer a second each at most.
 func (r *Relay) Close() {
 	r.pool.mu.Lock()
-	defer r.pool.mu.Unlock()
-	for _, s := range r.pool.idle {
+	idle := r.pool.idle
+	r.pool.idle = nil
+	r.pool.mu.Unlock()
+	for _, s := range idle {
+		s.conn.hard = time.Now().Add(time.Second)
+		s.conn.setLimit(time.Second)
 		_ = s.c.Quit()
 		s.c.Close()
 	}
-	r.pool.idle = nil
 }
 
 // session is a kept session, its deadlines now this Send's, or a new one.

@@ -96,12 +96,21 @@ func likeEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
+// CountCap bounds what a queue counts: a count stops at CountCap + 1
+// (past the page asked for, for a total), so that a page costs the same on
+// a desk of a thousand tickets as on one of a million (counting a million
+// took 130 ms, five views' counts half a second).
+const CountCap = 1000
+
 // Queue returns a page of a view, newest customer message first, and how
-// many tickets the view holds with these filters.
+// many tickets the view holds with these filters, counted up to the
+// page's end and CountCap beyond: more than Offset + CountCap says only
+// "more".
 func (s *Store) Queue(ctx context.Context, p *QueueParams) ([]*QueueRow, int, error) {
 	where, args := queueWhere(p, p.View)
 	var total int
-	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM tickets t JOIN customers c ON c.id = t.customer_id WHERE `+where, args...).
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM (SELECT FROM tickets t JOIN customers c ON c.id = t.customer_id WHERE `+where+
+		` LIMIT `+strconv.Itoa(p.Offset+CountCap+1)+`) capped`, args...).
 		Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("queue: %w", err)
 	}
@@ -132,13 +141,14 @@ func (s *Store) Queue(ctx context.Context, p *QueueParams) ([]*QueueRow, int, er
 	return list, total, nil
 }
 
-// QueueCounts counts each view for the agent, without filters.
+// QueueCounts counts each view for the agent, without filters, up to
+// CountCap + 1.
 func (s *Store) QueueCounts(ctx context.Context, agent string, teams []string) (map[string]int, error) {
 	var b Batch
 	out := map[string]int{}
 	for _, v := range Views {
 		where, args := queueWhere(&QueueParams{Agent: agent, Teams: teams}, v)
-		b.b.Queue(`SELECT count(*) FROM tickets t WHERE `+where, args...).QueryRow(func(row pgx.Row) error {
+		b.b.Queue(`SELECT count(*) FROM (SELECT FROM tickets t WHERE `+where+` LIMIT `+strconv.Itoa(CountCap+1)+`) capped`, args...).QueryRow(func(row pgx.Row) error {
 			var n int
 			err := row.Scan(&n)
 			out[v] = n

@@ -22,12 +22,13 @@ type TicketVector struct {
 	CreatedAt  time.Time
 }
 
-// TicketVectorsSince returns the tickets changed at or after since, in
-// the order of (updated_at, id), after the one at (since, afterID) for a
-// page past the first (afterID "" for the first), at most limit of them:
-// the rows of one transaction share an updated_at, however many they are.
-func (s *Store) TicketVectorsSince(ctx context.Context, since time.Time, afterID string, limit int) ([]TicketVector, error) {
-	return s.ticketVectors(ctx, `WHERE updated_at >= $1 AND (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`,
+// EmbeddedVectorsSince returns the embedded tickets changed at or after
+// since, in the order of (updated_at, id), after the one at (since,
+// afterID) for a page past the first (afterID "" for the first), at most
+// limit of them: the rows of one transaction share an updated_at, however
+// many they are. Tickets without an embedding are not read at all.
+func (s *Store) EmbeddedVectorsSince(ctx context.Context, since time.Time, afterID string, limit int) ([]TicketVector, error) {
+	return s.ticketVectors(ctx, `WHERE embedding IS NOT NULL AND updated_at >= $1 AND (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`,
 		since, afterID, limit)
 }
 

@@ -417,6 +417,10 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		if err := workers.Stop(graceCtx); err != nil {
 			return err
 		}
+		// No email is being sent now: the kept SMTP sessions end with QUIT.
+		if relay, ok := cfg.Desk.Delivery.Sender.(*mail.Relay); ok {
+			relay.Close()
+		}
 	}
 	select {
 	case <-fetched:

@@ -39,7 +39,18 @@ func NewPool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	config, err := pgxpool.ParseConfig(NewURL(tb))
+	pool := openPool(ctx, tb, NewURL(tb))
+	if _, err := store.MigrateUp(ctx, pool); err != nil {
+		tb.Fatalf("migrate test schema: %v", err)
+	}
+	return pool
+}
+
+// openPool opens the tests' kind of pool on dbURL (20 connections, trips
+// counted) and closes it when the test ends.
+func openPool(ctx context.Context, tb testing.TB, dbURL string) *pgxpool.Pool {
+	tb.Helper()
+	config, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		tb.Fatalf("parse test database URL: %v", err)
 	}
@@ -50,9 +61,6 @@ func NewPool(tb testing.TB) *pgxpool.Pool {
 		tb.Fatalf("open test pool: %v", err)
 	}
 	tb.Cleanup(pool.Close)
-	if _, err := store.MigrateUp(ctx, pool); err != nil {
-		tb.Fatalf("migrate test schema: %v", err)
-	}
 	return pool
 }
 
