@@ -45,7 +45,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (*store.Call
 	}
 	hash := HashAPIKey(key)
 	c, err := s.callerOf(ctx, r, hash, func(hash []byte) (*store.Caller, error) {
-		return s.keys.lookup(hash, func(hash []byte) (*store.Caller, error) { return store.New(s.pool).APIKeyCaller(ctx, hash) })
+		return s.keys.lookup(hash, time.Now(), func(hash []byte) (*store.Caller, error) { return store.New(s.pool).APIKeyCaller(ctx, hash) })
 	})
 	return c, string(hash), err
 }

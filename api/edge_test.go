@@ -350,13 +350,15 @@ func TestAVerifiedKeyIsReadOnceASecondAndRevokedEverywhereWithinOne(t *testing.T
 	q := b.NewQueue(t)
 	one, two := serveAPI(t, b, q, 0), serveAPIWith(t, b, q, api.Config{})
 	key := one.key(t, "agent:alice")
+	began := time.Now()
 	for range 20 {
 		if status, _, resp := one.do(t, key, "GET", "/v1/agents", nil, ""); status != 200 {
 			t.Fatalf("%d %v", status, resp)
 		}
 	}
-	if n := api.KeyLookups(one.server); n >= 10 {
-		t.Errorf("20 requests read the key %d times: want about one a second", n)
+	// One read a second at most, however long the requests took on this machine.
+	if n, most := api.KeyLookups(one.server), int64(time.Since(began)/time.Second)+1; n > most {
+		t.Errorf("20 requests read the key %d times in %v: want one a second at most", n, time.Since(began))
 	}
 	keys, err := b.Store.ListAPIKeys(b.Ctx, "agent:alice")
 	if err != nil {

@@ -29,9 +29,9 @@ func badRequest(code, message string) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: code, Message: message}
 }
 
-// toAPIError maps the errors of the layers below onto statuses; it is the
-// only place that knows both.
-func toAPIError(err error) *Error {
+// ErrorOf maps the errors of the layers below onto statuses; it is the
+// only place that knows both, for the API and for the console's pages.
+func ErrorOf(err error) *Error {
 	var apiErr *Error
 	switch {
 	case errors.As(err, &apiErr):
@@ -95,7 +95,7 @@ func toAPIError(err error) *Error {
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	apiErr := toAPIError(err)
+	apiErr := ErrorOf(err)
 	if apiErr.Code == "not_found" && errors.Is(err, store.ErrNotFound) {
 		apiErr.Message = notFound(r) // in the API's words, not the store's
 	}

@@ -60,8 +60,7 @@ func (c *keyCache) forget() {
 
 // lookup answers from the cache, else reads the key and keeps it if it
 // verified. Unknown keys are never kept: they are the guard's to count.
-func (c *keyCache) lookup(hash []byte, read func([]byte) (*store.Caller, error)) (*store.Caller, error) {
-	now := time.Now()
+func (c *keyCache) lookup(hash []byte, now time.Time, read func([]byte) (*store.Caller, error)) (*store.Caller, error) {
 	if caller, ok := c.get(hash, now); ok {
 		return caller, nil
 	}

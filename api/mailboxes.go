@@ -59,11 +59,8 @@ func (s *Server) createMailbox(w http.ResponseWriter, r *http.Request, who vocab
 	if err := requireAdmin(r, "add mailboxes"); err != nil {
 		return err
 	}
-	if _, err := idempotencyKey(r); err != nil {
-		return err
-	}
 	var req createMailboxRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeKeyed(w, r, &req); err != nil {
 		return err
 	}
 	ep, err := fetcher.ParseURL(req.IMAPURL)

@@ -99,11 +99,8 @@ func (s *Server) createCustomer(w http.ResponseWriter, r *http.Request, who voca
 	if err := requireAgent(who, "add customers"); err != nil {
 		return err
 	}
-	if _, err := idempotencyKey(r); err != nil {
-		return err
-	}
 	var req createCustomerRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeKeyed(w, r, &req); err != nil {
 		return err
 	}
 	a, err := mail.ParseAddress(req.Email)

@@ -48,11 +48,8 @@ func (s *Server) createReply(w http.ResponseWriter, r *http.Request, who vocab.A
 	if err := checkTicketID(r.PathValue("id")); err != nil {
 		return err
 	}
-	if _, err := idempotencyKey(r); err != nil {
-		return err
-	}
 	var req createReplyRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeKeyed(w, r, &req); err != nil {
 		return err
 	}
 	if !req.FromDraft || req.Body != "" {

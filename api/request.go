@@ -19,6 +19,15 @@ import (
 // maxRequestBytes bounds every request body.
 const maxRequestBytes = 1 << 20
 
+// decodeKeyed is decodeJSON for a request that createOnce answers: a bad
+// Idempotency-Key is refused first, before anything of the body is read.
+func decodeKeyed(w http.ResponseWriter, r *http.Request, v any) error {
+	if _, err := idempotencyKey(r); err != nil {
+		return err
+	}
+	return decodeJSON(w, r, v)
+}
+
 // decodeJSON reads exactly one JSON object into v, refusing another
 // Content-Type, unknown fields, trailing data, bodies over maxRequestBytes,
 // and text that is not UTF-8: encoding/json would store invalid bytes and

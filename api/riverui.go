@@ -261,7 +261,7 @@ func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request, do func(ctx cont
 			return
 		}
 		if err := do(r.Context(), id); err != nil {
-			apiErr := toAPIError(err)
+			apiErr := ErrorOf(err)
 			if errors.Is(err, jobs.ErrNotRetryable) {
 				apiErr.Message = err.Error() + "; only failed and dead-letter jobs are retried, with a whole attempt budget"
 			}

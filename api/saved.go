@@ -50,11 +50,8 @@ func (s *Server) createSavedReply(w http.ResponseWriter, r *http.Request, who vo
 	if err != nil {
 		return err
 	}
-	if _, err := idempotencyKey(r); err != nil {
-		return err
-	}
 	var req savedReplyRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeKeyed(w, r, &req); err != nil {
 		return err
 	}
 	return s.createOnce(w, r, who, req, func(ctx context.Context, _ *store.Tx) (int, any, error) {

@@ -77,11 +77,8 @@ func (s *Server) mergeTicket(w http.ResponseWriter, r *http.Request, who vocab.A
 	if err := checkTicketID(id); err != nil {
 		return err
 	}
-	if _, err := idempotencyKey(r); err != nil {
-		return err
-	}
 	var req mergeRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeKeyed(w, r, &req); err != nil {
 		return err
 	}
 	if req.Into == "" {

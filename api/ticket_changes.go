@@ -105,11 +105,8 @@ func (s *Server) createCustomerMessage(w http.ResponseWriter, r *http.Request, w
 	if err != nil {
 		return err
 	}
-	if _, err := idempotencyKey(r); err != nil {
-		return err
-	}
 	var req followUpRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeKeyed(w, r, &req); err != nil {
 		return err
 	}
 	if err := validateText("body", req.Body); err != nil {

@@ -62,11 +62,8 @@ func (req *createTicketRequest) validate() error {
 // createTicket answers POST /v1/tickets: the ticket, its first message and
 // its triage job in one transaction, once per Idempotency-Key.
 func (s *Server) createTicket(w http.ResponseWriter, r *http.Request, who vocab.Actor) error {
-	if _, err := idempotencyKey(r); err != nil {
-		return err
-	}
 	var req createTicketRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeKeyed(w, r, &req); err != nil {
 		return err
 	}
 	if err := req.validate(); err != nil {

@@ -44,11 +44,8 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, who vocab
 	if err := requireAdmin(r, "register webhooks"); err != nil {
 		return err
 	}
-	if _, err := idempotencyKey(r); err != nil {
-		return err
-	}
 	var req createWebhookRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := decodeKeyed(w, r, &req); err != nil {
 		return err
 	}
 	if len(req.URL) > 2000 {

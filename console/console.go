@@ -218,12 +218,7 @@ var funcs = template.FuncMap{
 		}
 		return ""
 	},
-	"deref": func(s *string) string {
-		if s == nil {
-			return ""
-		}
-		return *s
-	},
+	"deref":      deref,
 	"list4":      func() []int { return []int{1, 2, 3, 4} },
 	"priorityIs": func(p *int16, n int) bool { return p != nil && int(*p) == n },
 	"presence":   presenceLine,

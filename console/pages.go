@@ -569,14 +569,14 @@ func (c *Console) deleteSavedReply(w http.ResponseWriter, r *http.Request, a *ag
 
 // failErr shows a use case's refusal in words, and logs what is not one.
 func (c *Console) failErr(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		c.fail(w, r, http.StatusNotFound, "There is no such ticket or message.")
-	case errors.Is(err, desk.ErrInvalidTransition), errors.Is(err, desk.ErrUnknownAgent), errors.Is(err, desk.ErrUnknownTeam),
-		errors.Is(err, desk.ErrTicketClosed), errors.Is(err, desk.ErrNoHeldSender):
-		c.fail(w, r, http.StatusConflict, fmt.Sprintf("Not done: %v.", err))
-	default:
+	switch e := api.ErrorOf(err); {
+	case e.Status >= 500:
 		c.internal(w, r, err)
+	case e.Status == http.StatusNotFound:
+		c.fail(w, r, http.StatusNotFound, "There is no such ticket or message.")
+	default:
+		// The API's status; the use case's own words, not the API's advice.
+		c.fail(w, r, e.Status, fmt.Sprintf("Not done: %v.", err))
 	}
 }
 
