@@ -68,8 +68,9 @@ func newMemorySimilarity(pool *pgxpool.Pool) *memorySimilarity { return &memoryS
 // allowStale says (a draft's examples: solved tickets a second old are
 // as good, and one refresh a second replaces one per ticket triaged).
 func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) {
+	called := time.Now()
 	s.mu.Lock()
-	ix, built, refreshed := s.index, s.built, s.refreshed
+	ix, refreshed := s.index, s.refreshed
 	s.mu.Unlock()
 	if ix != nil && s.rebuilding.Load() {
 		return ix, nil
@@ -79,6 +80,14 @@ func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) 
 	}
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
+	s.mu.Lock()
+	ix, built, refreshed := s.index, s.built, s.refreshed
+	s.mu.Unlock()
+	// A refresh that began after this call saw every change committed
+	// before it: the searches that waited for it need no refresh of their own.
+	if ix != nil && refreshed.After(called) {
+		return ix, nil
+	}
 	if ix == nil || time.Since(built) > rebuildEvery {
 		return s.rebuild(ctx)
 	}
