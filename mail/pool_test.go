@@ -2,14 +2,18 @@ package mail_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/emersion/go-smtp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/helpdesk-dev/helpdesk/mail"
 	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
+	"github.com/helpdesk-dev/helpdesk/metrics"
 )
 
 // TestRelaySessionsAreReused holds the pool to what a fresh session per
@@ -136,4 +140,45 @@ func TestRelaySessionsAreReused(t *testing.T) {
 			t.Errorf("%d connections, want the session closed and a new one after Close", n)
 		}
 	})
+}
+
+// TestSessionsAreCounted is not parallel: the counter is the process's, and
+// no parallel test runs beside a test that is not.
+func TestSessionsAreCounted(t *testing.T) {
+	ctx := context.Background()
+	env := mail.Envelope{From: "bounce@helpdesk.example.com", To: []string{"ada@example.com"}}
+	raw := []byte("From: support@helpdesk.example.com\r\nTo: ada@example.com\r\nSubject: Hi\r\n\r\nHello.\r\n")
+	count := func(tls, how string) float64 {
+		return testutil.ToFloat64(metrics.SMTPSessions.WithLabelValues(tls, how))
+	}
+
+	plain := smtptest.Start(t)
+	secure := smtptest.StartWith(t, smtptest.Options{StartTLS: true})
+	r := relayTo(t, plain, "")
+	s, err := mail.NewRelay(mail.RelayConfig{URL: "smtp://" + secure.Addr + "?tls=required", HeloName: "helpdesk.example.com",
+		CommandTimeout: 5 * time.Second, TLSConfig: &tls.Config{RootCAs: secure.RootCAs(), ServerName: "127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]float64{}
+	for _, k := range [][2]string{{"plain", "opened"}, {"plain", "reused"}, {"tls", "opened"}, {"tls", "reused"}} {
+		before[k[0]+"/"+k[1]] = count(k[0], k[1])
+	}
+	for range 3 {
+		if res := r.Send(ctx, env, raw); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	for range 2 {
+		if res := s.Send(ctx, env, raw); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	want := map[string]float64{"plain/opened": 1, "plain/reused": 2, "tls/opened": 1, "tls/reused": 1}
+	for k, n := range want {
+		tls, how, _ := strings.Cut(k, "/")
+		if got := count(tls, how) - before[k]; got != n {
+			t.Errorf("helpdesk_smtp_sessions_total{tls=%q,how=%q} rose by %v, want %v", tls, how, got, n)
+		}
+	}
 }

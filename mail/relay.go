@@ -367,11 +367,10 @@ func (r *Relay) session(ctx context.Context) (*session, error) {
 
 // fresh opens a new session.
 func (r *Relay) fresh(ctx context.Context) (*session, error) {
-	c, conn, err := r.connect(ctx)
+	c, conn, isTLS, err := r.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	_, isTLS := c.TLSConnectionState()
 	metrics.SMTPSessions.WithLabelValues(tlsLabel(isTLS), "opened").Inc()
 	return &session{c: c, conn: conn, tls: isTLS}, nil
 }
@@ -395,26 +394,29 @@ func staleSession(err error) bool {
 }
 
 // connect dials, says EHLO, upgrades to TLS as configured and authenticates.
-func (r *Relay) connect(ctx context.Context) (*smtp.Client, *limitConn, error) {
+// It reports whether the session is over TLS: go-smtp cannot tell after
+// our STARTTLS, the TLS connection being under the replayed greeting.
+func (r *Relay) connect(ctx context.Context) (_ *smtp.Client, _ *limitConn, isTLS bool, _ error) {
 	conn, limit, err := r.dial(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
+	isTLS = r.implicitTLS
 	if !r.implicitTLS && r.tlsMode != "none" {
-		if conn, err = r.startTLS(conn); err != nil {
+		if conn, isTLS, err = r.startTLS(conn); err != nil {
 			conn.Close()
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	c := r.newClient(conn)
 	if err := c.Hello(r.config.HeloName); err != nil {
 		c.Close()
-		return nil, nil, asSMTPError(PhaseConnect, err)
+		return nil, nil, false, asSMTPError(PhaseConnect, err)
 	}
 	if r.oauthUser != "" {
 		if err := r.authXOAUTH2(ctx, c); err != nil {
 			c.Close()
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	if r.auth != nil {
@@ -422,12 +424,12 @@ func (r *Relay) connect(ctx context.Context) (*smtp.Client, *limitConn, error) {
 			c.Close()
 			var se *smtp.SMTPError
 			if errors.As(err, &se) && se.Code >= 500 {
-				return nil, nil, &ConfigError{Msg: "the server refused our login: " + se.Error()}
+				return nil, nil, false, &ConfigError{Msg: "the server refused our login: " + se.Error()}
 			}
-			return nil, nil, asSMTPError(PhaseConnect, err)
+			return nil, nil, false, asSMTPError(PhaseConnect, err)
 		}
 	}
-	return c, limit, nil
+	return c, limit, isTLS, nil
 }
 
 // startTLS reads the greeting, says EHLO with our name and upgrades to TLS
@@ -437,21 +439,21 @@ func (r *Relay) connect(ctx context.Context) (*smtp.Client, *limitConn, error) {
 // reads a greeting that stands for the one we consumed, and says EHLO again,
 // as RFC 3207 §4.2 requires after the upgrade (and RFC 5321 §4.1.4 allows
 // without one).
-func (r *Relay) startTLS(conn net.Conn) (net.Conn, error) {
+func (r *Relay) startTLS(conn net.Conn) (net.Conn, bool, error) {
 	tp := textproto.NewConn(conn)
 	_, greeting, err := tp.ReadResponse(220)
 	if err != nil {
-		return conn, replyError(err)
+		return conn, false, replyError(err)
 	}
 	id, err := tp.Cmd("EHLO %s", r.config.HeloName)
 	if err != nil {
-		return conn, &ConnError{Phase: PhaseConnect, Err: err}
+		return conn, false, &ConnError{Phase: PhaseConnect, Err: err}
 	}
 	tp.StartResponse(id)
 	_, ext, err := tp.ReadResponse(250)
 	tp.EndResponse(id)
 	if err != nil {
-		return conn, replyError(err)
+		return conn, false, replyError(err)
 	}
 	offered := false
 	for _, line := range strings.Split(ext, "\n")[1:] {
@@ -459,25 +461,25 @@ func (r *Relay) startTLS(conn net.Conn) (net.Conn, error) {
 	}
 	if !offered {
 		if r.tlsMode == "required" {
-			return conn, &ConfigError{Msg: "the server does not offer STARTTLS and HELPDESK_SMTP_URL says tls=required"}
+			return conn, false, &ConfigError{Msg: "the server does not offer STARTTLS and HELPDESK_SMTP_URL says tls=required"}
 		}
-		return &greetedConn{Conn: conn, greeting: "220 " + greeting + "\r\n"}, nil
+		return &greetedConn{Conn: conn, greeting: "220 " + greeting + "\r\n"}, false, nil
 	}
 	id, err = tp.Cmd("STARTTLS")
 	if err != nil {
-		return conn, &ConnError{Phase: PhaseConnect, Err: err}
+		return conn, false, &ConnError{Phase: PhaseConnect, Err: err}
 	}
 	tp.StartResponse(id)
 	_, _, err = tp.ReadResponse(220)
 	tp.EndResponse(id)
 	if err != nil {
-		return conn, replyError(err)
+		return conn, false, replyError(err)
 	}
 	tc := tls.Client(conn, r.tlsConfig())
 	if err := tc.Handshake(); err != nil {
-		return conn, &ConnError{Phase: PhaseConnect, Err: err}
+		return conn, false, &ConnError{Phase: PhaseConnect, Err: err}
 	}
-	return &greetedConn{Conn: tc, greeting: "220 " + greeting + "\r\n"}, nil
+	return &greetedConn{Conn: tc, greeting: "220 " + greeting + "\r\n"}, true, nil
 }
 
 // greetedConn replays the greeting that startTLS consumed, for go-smtp.
