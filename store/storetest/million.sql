@@ -8,7 +8,11 @@ INSERT INTO tickets (id, customer_id, subject, status, team, priority, created_a
 SELECT 'T-' || nextval('ticket_number_seq'),
        'C-' || lpad((1 + g % 100000)::text, 7, '0'),
        'Stored question ' || g,
-       CASE WHEN g % 100 = 0 THEN 'open' WHEN g % 100 = 1 THEN 'pending' WHEN g % 3 = 0 THEN 'solved' ELSE 'closed' END,
+       -- Solved within the last three days (8,640 tickets at one every 30 s), else closed: older
+       -- solved tickets would have been closed by autoclose (168h), and a template a few days old
+       -- leaves it a small backlog only.
+       CASE WHEN g % 100 = 0 THEN 'open' WHEN g % 100 = 1 THEN 'pending'
+            WHEN g % 3 = 0 AND g > 1000000 - 8640 THEN 'solved' ELSE 'closed' END,
        (ARRAY['billing', 'shipping', 'technical'])[1 + g % 3],
        1 + g % 4,
        now() - make_interval(secs => (1000000 - g) * 30),
