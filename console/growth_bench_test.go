@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/helpdesk-dev/helpdesk/api"
-	"github.com/helpdesk-dev/helpdesk/console"
 	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
 	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
@@ -93,20 +91,11 @@ func serveConsole(b *testing.B, bundle *jobstest.Bundle) (string, http.CookieJar
 	if err := bundle.Store.InsertAPIKey(bundle.Ctx, vocab.Agent("alice"), sha); err != nil {
 		b.Fatal(err)
 	}
-	queue := bundle.NewQueue(b)
-	cases := bundle.Desk(queue)
-	srv := api.New(api.Config{Logger: jobstest.Logger(), Pool: bundle.Pool, Queue: queue, Desk: cases, RatePerKey: 1e6, BurstPerKey: 1e6})
-	c, err := console.New(cases, bundle.Pool, srv, jobstest.Logger())
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv.MountConsole(c)
-	hs := httptest.NewServer(srv)
-	b.Cleanup(hs.Close)
+	base := serve(b, bundle, bundle.NewQueue(b))
 	jar, _ := cookiejar.New(nil)
-	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/ui/login", strings.NewReader(url.Values{"key": {key}}.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, base+"/ui/login", strings.NewReader(url.Values{"key": {key}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", hs.URL)
+	req.Header.Set("Origin", base)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	resp, err := (&http.Client{Jar: jar}).Do(req)
 	if err != nil {
@@ -116,5 +105,5 @@ func serveConsole(b *testing.B, bundle *jobstest.Bundle) (string, http.CookieJar
 	if resp.StatusCode != http.StatusOK {
 		b.Fatalf("sign in: status %d", resp.StatusCode)
 	}
-	return hs.URL, jar
+	return base, jar
 }

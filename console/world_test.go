@@ -48,16 +48,7 @@ func newWorld(t *testing.T) *world {
 		w.keys[a.Name] = key
 	}
 	w.queue = b.StartQueue(t)
-	cases := b.Desk(w.queue)
-	srv := api.New(api.Config{Logger: jobstest.Logger(), Pool: b.Pool, Queue: w.queue, Desk: cases, RatePerKey: 1e6, BurstPerKey: 1e6})
-	c, err := console.New(cases, b.Pool, srv, jobstest.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.MountConsole(c)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	w.url = hs.URL
+	w.url = serve(t, b, w.queue)
 	id, job := b.OpenTicket(t, w.queue, "Charged twice for order 4711", "Dear support, my card was charged twice. Please refund one.")
 	jobstest.WaitFor(t, w.queue, job, jobs.StateSucceeded, 30*time.Second)
 	// Triage's team is the simulator's guess: make it billing's, nobody's.
@@ -66,6 +57,22 @@ func newWorld(t *testing.T) *world {
 	}
 	w.ticket = id
 	return w
+}
+
+// serve serves the API with the console mounted over the bundle's desk and
+// q, until the test ends, and returns its URL.
+func serve(tb testing.TB, b *jobstest.Bundle, q *jobs.Queue) string {
+	tb.Helper()
+	cases := b.Desk(q)
+	srv := api.New(api.Config{Logger: jobstest.Logger(), Pool: b.Pool, Queue: q, Desk: cases, RatePerKey: 1e6, BurstPerKey: 1e6})
+	c, err := console.New(cases, b.Pool, srv, jobstest.Logger())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv.MountConsole(c)
+	hs := httptest.NewServer(srv)
+	tb.Cleanup(hs.Close)
+	return hs.URL
 }
 
 // client is a browser without JavaScript: cookies, no redirects followed
