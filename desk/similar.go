@@ -30,11 +30,12 @@ var ErrNotEmbedded = errors.New("the ticket has no embedding yet: triage writes 
 
 // memorySimilarity is vectors.Index over the tickets table, brought up to
 // date before each search: what changed since it last looked is read
-// again, the vectors only of the tickets that did. A transaction's rows
-// carry its start time as updated_at, and may commit after a later one's,
-// so each look goes back syncMargin before the newest change it saw; a
-// full read every rebuildEvery catches anything later still (and tickets
-// deleted), without holding up the searches meanwhile.
+// again, the vectors only of the tickets that did. Each ticket names the
+// transaction that last changed it; each look goes back to the horizon of
+// the last one (the oldest transaction then running, store.ChangeHorizon),
+// so a transaction that commits after a later one is still seen. A full
+// read every rebuildEvery catches tickets deleted, without holding up the
+// searches meanwhile.
 type memorySimilarity struct {
 	pool *pgxpool.Pool
 
@@ -43,16 +44,13 @@ type memorySimilarity struct {
 
 	mu        sync.Mutex // guards the fields below
 	index     *vectors.Index
-	watermark time.Time            // the newest updated_at seen
-	recent    map[string]time.Time // updated_at of the tickets seen within syncMargin of it
-	built     time.Time            // when the index was last read in full
-	refreshed time.Time            // when a refresh last began that brought it up to date
+	horizon   int64            // the next look reads the changes of this transaction and later ones
+	recent    map[string]int64 // the transaction of each ticket seen at or past the horizon
+	built     time.Time        // when the index was last read in full
+	refreshed time.Time        // when a refresh last began that brought it up to date
 }
 
 const (
-	// syncMargin is how far before the newest change each refresh looks
-	// again: longer than a transaction that writes a ticket takes.
-	syncMargin = 10 * time.Second
 	// rebuildEvery is how often the index is read anew in full.
 	rebuildEvery = 10 * time.Minute
 	// syncPage is how many tickets one read takes: a page of 384-float
@@ -118,12 +116,17 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 	defer s.rebuilding.Store(false)
 	started := time.Now()
 	st := store.New(s.pool)
+	// Every change the pages below miss is by a transaction at or past
+	// this: the next refresh reads it.
+	horizon, err := st.ChangeHorizon(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var (
-		ix        *vectors.Index
-		watermark time.Time
-		recent    = map[string]time.Time{}
-		since     time.Time
-		after     string
+		ix     *vectors.Index
+		recent = map[string]int64{}
+		since  time.Time
+		after  string
 	)
 	for {
 		rows, err := st.EmbeddedVectorsSince(ctx, since, after, syncPage)
@@ -137,8 +140,7 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 			if ix != nil {
 				put(ix, &r)
 			}
-			watermark = r.UpdatedAt
-			recent[r.ID] = r.UpdatedAt
+			recent[r.ID] = r.ChangedBy
 		}
 		if len(rows) < syncPage {
 			break
@@ -149,51 +151,48 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 		// No vector yet: the next search reads again, from the start.
 		return nil, nil
 	}
-	prune(recent, watermark)
+	prune(recent, horizon)
 	s.mu.Lock()
-	s.index, s.watermark, s.recent, s.built, s.refreshed = ix, watermark, recent, started, started
+	s.index, s.horizon, s.recent, s.built, s.refreshed = ix, horizon, recent, started, started
 	s.mu.Unlock()
 	return ix, nil
 }
 
-// refresh applies to ix what changed since the last look: the ids and
-// times of the tickets changed within syncMargin of the newest change
-// seen, then, for those it has not seen at that time, their vectors.
+// refresh applies to ix what changed since the last look: the ids of the
+// tickets changed by a transaction at or past the last horizon, then, for
+// those not seen as that transaction left them, their vectors.
 func (s *memorySimilarity) refresh(ctx context.Context, ix *vectors.Index) error {
 	st := store.New(s.pool)
 	s.mu.Lock()
-	since := s.watermark.Add(-syncMargin)
+	since := s.horizon
 	s.mu.Unlock()
-	changes, err := st.TicketChangesSince(ctx, since)
+	changes, next, err := st.TicketChangesSince(ctx, since)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	var stale []string
 	for _, c := range changes {
-		if seen, ok := s.recent[c.ID]; !ok || !seen.Equal(c.UpdatedAt) {
+		if seen, ok := s.recent[c.ID]; !ok || seen != c.ChangedBy {
 			stale = append(stale, c.ID)
 		}
 	}
 	s.mu.Unlock()
-	if len(stale) == 0 {
-		return nil
-	}
-	rows, err := st.TicketVectors(ctx, stale)
-	if err != nil {
-		return err
+	var rows []store.TicketVector
+	if len(stale) > 0 {
+		if rows, err = st.TicketVectors(ctx, stale); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range rows {
-		r := &rows[i]
-		put(ix, r)
-		s.recent[r.ID] = r.UpdatedAt
-		if r.UpdatedAt.After(s.watermark) {
-			s.watermark = r.UpdatedAt
-		}
+		put(ix, &rows[i])
+		s.recent[rows[i].ID] = rows[i].ChangedBy
 	}
-	prune(s.recent, s.watermark)
+	// A refresh that fails keeps the old horizon: the next one reads again.
+	s.horizon = max(s.horizon, next)
+	prune(s.recent, s.horizon)
 	return nil
 }
 
@@ -207,10 +206,11 @@ func put(ix *vectors.Index, r *store.TicketVector) {
 		Opened: r.CreatedAt})
 }
 
-// prune forgets the tickets changed before the next refresh looks.
-func prune(recent map[string]time.Time, watermark time.Time) {
-	for id, at := range recent {
-		if at.Before(watermark.Add(-syncMargin)) {
+// prune forgets the tickets changed before the horizon: no refresh reads
+// them again.
+func prune(recent map[string]int64, horizon int64) {
+	for id, by := range recent {
+		if by < horizon {
 			delete(recent, id)
 		}
 	}
@@ -378,13 +378,14 @@ func (d *Desk) possibleDuplicate(ctx context.Context, ticketID string, vec []flo
 	return duplicate{of: hits[0].ID, was: deref(t.PossibleDuplicateOf)}, nil
 }
 
-// flagDuplicateTx names, in the transaction of its embedding, the
-// ticket's possible duplicate, with an event. Nothing is merged: an agent
+// flagDuplicateTx writes, in the transaction of its embedding, the event
+// that names the ticket's possible duplicate, and returns the ticket to
+// name with the embedding ("" for none new). Nothing is merged: an agent
 // decides (MergeTicket).
-func (d *Desk) flagDuplicateTx(tx *store.Tx, ticketID string, dup duplicate) {
+func (d *Desk) flagDuplicateTx(tx *store.Tx, ticketID string, dup duplicate) string {
 	if dup.of == "" || dup.of == dup.was {
-		return
+		return ""
 	}
-	tx.Later(func(b *store.Batch) { b.SetPossibleDuplicate(ticketID, dup.of) })
 	event(tx, ticketID, vocab.System, "possible_duplicate", dup.was, dup.of)
+	return dup.of
 }

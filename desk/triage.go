@@ -183,8 +183,8 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 		case TaskDraftReply:
 			tx.Later(func(b *store.Batch) { b.SetTicketDraftReply(r.TicketID, r.Draft, r.JobID, r.DraftSources) })
 		case TaskEmbed:
-			tx.Later(func(b *store.Batch) { b.SetTicketEmbedding(r.TicketID, r.Embedding) })
-			d.flagDuplicateTx(tx, r.TicketID, dup)
+			of := d.flagDuplicateTx(tx, r.TicketID, dup)
+			tx.Later(func(b *store.Batch) { b.SetTicketEmbedding(r.TicketID, r.Embedding, of) })
 		default:
 			return fmt.Errorf("unknown triage task %q", r.Task)
 		}

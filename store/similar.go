@@ -20,6 +20,8 @@ type TicketVector struct {
 	Merged     bool
 	UpdatedAt  time.Time
 	CreatedAt  time.Time
+	// ChangedBy is the transaction that last changed the ticket (tickets.changed_xid; 0 before migration 025).
+	ChangedBy int64
 }
 
 // EmbeddedVectorsSince returns the embedded tickets changed at or after
@@ -32,26 +34,47 @@ func (s *Store) EmbeddedVectorsSince(ctx context.Context, since time.Time, after
 		since, afterID, limit)
 }
 
-// TicketChange is when a ticket last changed.
+// TicketChange is which transaction last changed a ticket.
 type TicketChange struct {
 	ID        string
-	UpdatedAt time.Time
+	ChangedBy int64
 }
 
-// TicketChangesSince returns the embedded tickets changed at or after
-// since, their ids and times only: a ticket without an embedding has
-// nothing for a vector index (and a ticket being triaged changes several
-// times before it has one).
-func (s *Store) TicketChangesSince(ctx context.Context, since time.Time) ([]TicketChange, error) {
-	rows, err := s.db.Query(ctx, `SELECT id, updated_at FROM tickets WHERE updated_at >= $1 AND embedding IS NOT NULL`, since)
-	if err != nil {
-		return nil, fmt.Errorf("ticket changes: %w", err)
+// ChangeHorizon returns the oldest transaction still running: every change
+// by an earlier one is committed, or never will be, and any later read
+// sees it. A reader that goes back to the horizon of its last read misses
+// no change, however late a transaction commits.
+func (s *Store) ChangeHorizon(ctx context.Context) (int64, error) {
+	var h int64
+	if err := s.db.QueryRow(ctx, `SELECT `+horizon).Scan(&h); err != nil {
+		return 0, fmt.Errorf("change horizon: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[TicketChange])
+	return h, nil
+}
+
+// horizon is ChangeHorizon's expression: the xmin of the statement's own
+// snapshot.
+const horizon = `pg_snapshot_xmin(pg_current_snapshot())::text::bigint`
+
+// TicketChangesSince returns the embedded tickets last changed by
+// transaction since or a later one (a ticket without an embedding has
+// nothing for a vector index), and the horizon of the same snapshot: the
+// since of the next read. Ids and transactions only, in one statement.
+func (s *Store) TicketChangesSince(ctx context.Context, since int64) (changes []TicketChange, next int64, err error) {
+	var (
+		ids []string
+		by  []int64
+	)
+	err = s.db.QueryRow(ctx, `SELECT `+horizon+`, coalesce(array_agg(id), '{}'), coalesce(array_agg(changed_xid::text::bigint), '{}')
+		FROM tickets WHERE changed_xid >= $1::bigint::text::xid8 AND embedding IS NOT NULL`, since).Scan(&next, &ids, &by)
 	if err != nil {
-		return nil, fmt.Errorf("ticket changes: %w", err)
+		return nil, 0, fmt.Errorf("ticket changes: %w", err)
 	}
-	return list, nil
+	changes = make([]TicketChange, len(ids))
+	for i := range ids {
+		changes[i] = TicketChange{ID: ids[i], ChangedBy: by[i]}
+	}
+	return changes, next, nil
 }
 
 // TicketVectors returns the vectors of the tickets with these ids, and
@@ -73,11 +96,12 @@ func (s *Store) ticketVectors(ctx context.Context, where string, args ...any) ([
 	return list, nil
 }
 
-const ticketVectorColumns = `id, embedding, status, coalesce(team, ''), customer_id, merged_into IS NOT NULL, updated_at, created_at`
+const ticketVectorColumns = `id, embedding, status, coalesce(team, ''), customer_id, merged_into IS NOT NULL, updated_at, created_at,
+	coalesce(changed_xid::text::bigint, 0)`
 
 func scanTicketVector(row pgx.CollectableRow) (TicketVector, error) {
 	var v TicketVector
-	err := row.Scan(&v.ID, &v.Embedding, &v.Status, &v.Team, &v.CustomerID, &v.Merged, &v.UpdatedAt, &v.CreatedAt)
+	err := row.Scan(&v.ID, &v.Embedding, &v.Status, &v.Team, &v.CustomerID, &v.Merged, &v.UpdatedAt, &v.CreatedAt, &v.ChangedBy)
 	return v, err
 }
 

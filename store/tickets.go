@@ -256,19 +256,12 @@ func (b *Batch) SetTicketDraftReply(id, draft string, jobID int64, sources []str
 		WHERE id = $1 AND triage_job_id = $3`, id, draft, jobID, sources)
 }
 
-// SetPossibleDuplicate queues naming a ticket a possible duplicate of another.
-func (b *Batch) SetPossibleDuplicate(id, of string) {
-	b.updateTicket(id, `possible_duplicate_of = $2`, of)
-}
-
-// SetTicketEmbedding records the ticket's vector.
-func (s *Store) SetTicketEmbedding(ctx context.Context, id string, embedding []float32) error {
-	return exec(ctx, s, func(b *Batch) { b.SetTicketEmbedding(id, embedding) })
-}
-
-// SetTicketEmbedding queues SetTicketEmbedding.
-func (b *Batch) SetTicketEmbedding(id string, embedding []float32) {
-	b.updateTicket(id, `embedding = $2`, embedding)
+// SetTicketEmbedding queues recording the ticket's vector and, unless
+// duplicateOf is "", the ticket it may duplicate: one statement, as every
+// update of a ticket writes a new version of its row and of each of its
+// indexes.
+func (b *Batch) SetTicketEmbedding(id string, embedding []float32, duplicateOf string) {
+	b.updateTicket(id, `embedding = $2, possible_duplicate_of = coalesce(NULLIF($3, ''), possible_duplicate_of)`, embedding, duplicateOf)
 }
 
 func (s *Store) updateTicket(ctx context.Context, id, set string, args ...any) error {
