@@ -28,7 +28,10 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 		func() error { _, err := st.ListMessages(ctx, first); return err },
 		func() error { _, err := st.MessageByEmailID(ctx, "<x@example.com>"); return err },
 		func() error { _, err := st.CustomerByEmail(ctx, "ada@example.com"); return err },
-		func() error { _, err := st.EmbeddedVectorsSince(ctx, time.Now().Add(-time.Minute), "", 100); return err },
+		func() error {
+			_, err := st.EmbeddedVectorsSince(ctx, time.Now().Add(-time.Minute), "", 100)
+			return err
+		},
 		func() error {
 			h, err := st.ChangeHorizon(ctx)
 			if err == nil {
