@@ -175,7 +175,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 
 	// The whole path renders what ships: text and HTML with the quoted
 	// customer message; WithAttachment also carries a 100 KiB file.
-	wholePath := func(b *testing.B, attachment []byte, shipped bool) {
+	wholePath := func(b *testing.B, attachment []byte, shipped bool) float64 {
 		bundle := jobstest.Setup(b)
 		srv := bundle.WithSMTP(b)
 		bundle.Config.EmailWorkers, bundle.Config.FetchCooldown = workers, time.Millisecond
@@ -215,6 +215,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		bare := bareSend(b, srv, b.N, workers)
 		b.ReportMetric(bare, "baseline_emails/s")
 		b.ReportMetric(rate/bare, "ratio")
+		return rate
 	}
 	// River's own ceiling at serve's settings, for scale: the same number
 	// of jobs that do nothing, against the same bare sender.
@@ -243,11 +244,13 @@ func BenchmarkEmailThroughput(b *testing.B) {
 			return commit(ctx)
 		})
 		rate := runUntilCompleted(b, bundle.Pool, benchArgs{}.Kind(), "emails/s", b.N, client.Start, client.Stop)
+		floors["email"] = rate
 		bare := bareSend(b, srv, b.N, workers)
 		b.ReportMetric(bare, "baseline_emails/s")
 		b.ReportMetric(rate/bare, "ratio")
 	})
-	b.Run("WholePathAsShipped", func(b *testing.B) { wholePath(b, nil, true) })
+	// What ships, and its rate ÷ the floor's just before (of_floor).
+	b.Run("WholePathAsShipped", func(b *testing.B) { ofFloor(b, "email", wholePath(b, nil, true)) })
 	b.Run("WholePath", func(b *testing.B) { wholePath(b, nil, false) })
 	b.Run("WholePathWithAttachment", func(b *testing.B) { wholePath(b, bytes.Repeat([]byte("%PDF-1.4 \x00\xff"), 100<<10/12), false) })
 }

@@ -85,7 +85,7 @@ func (s *Store) SaveIdempotentResponse(ctx context.Context, actor, key string, s
 
 // SaveIdempotentResponse queues SaveIdempotentResponse.
 func (b *Batch) SaveIdempotentResponse(actor, key string, status int, response []byte) {
-	b.b.Queue(saveIdempotentResponseSQL, actor, key, status, response).Exec(func(pgconn.CommandTag) error { return nil })
+	b.b.Queue(saveIdempotentResponseSQL, actor, key, status, response)
 }
 
 const saveIdempotentResponseSQL = `UPDATE idempotency_keys SET status = $3, response = $4 WHERE actor = $1 AND key = $2`

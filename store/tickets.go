@@ -227,14 +227,12 @@ func nullIfEmpty(s string) *string {
 	return &s
 }
 
-// SetTicketClassification records the team and priority that triage chose.
-func (s *Store) SetTicketClassification(ctx context.Context, id, team string, priority int) error {
-	return exec(ctx, s, func(b *Batch) { b.SetTicketClassification(id, team, priority) })
-}
-
-// SetTicketClassification queues SetTicketClassification.
+// SetTicketClassification queues recording the team and priority that
+// triage chose. Like SetTicketEmbedding it does not check that the ticket
+// is there (its transaction's triage result names it by foreign key, and
+// so holds it), so that the commit can go with it (Tx).
 func (b *Batch) SetTicketClassification(id, team string, priority int) {
-	b.updateTicket(id, `team = $2, priority = $3`, team, priority)
+	b.writeTicket(id, `team = $2, priority = $3`, team, priority)
 }
 
 // SetTicketDraftReply records the answer that triage job jobID suggests
@@ -261,7 +259,12 @@ func (b *Batch) SetTicketDraftReply(id, draft string, jobID int64, sources []str
 // update of a ticket writes a new version of its row and of each of its
 // indexes.
 func (b *Batch) SetTicketEmbedding(id string, embedding []float32, duplicateOf string) {
-	b.updateTicket(id, `embedding = $2, possible_duplicate_of = coalesce(NULLIF($3, ''), possible_duplicate_of)`, embedding, duplicateOf)
+	b.writeTicket(id, `embedding = $2, possible_duplicate_of = coalesce(NULLIF($3, ''), possible_duplicate_of)`, embedding, duplicateOf)
+}
+
+// writeTicket queues an update of the ticket that nothing checks.
+func (b *Batch) writeTicket(id, set string, args ...any) {
+	b.b.Queue(`UPDATE tickets SET `+set+`, updated_at = now() WHERE id = $1`, append([]any{id}, args...)...)
 }
 
 func (s *Store) updateTicket(ctx context.Context, id, set string, args ...any) error {

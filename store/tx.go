@@ -17,10 +17,15 @@ import (
 // ride along with the next read. Every query of the store is defined once,
 // as a batch method; a Store over a Tx sends them this way.
 //
+// The commit goes with the last statements when nothing waits on their
+// answers (see Commit), so a unit of work of one trip is one implicit
+// transaction, and one that began saves the commit's own trip.
+//
 // A Tx is used by one goroutine. Commit or Rollback ends it.
 type Tx struct {
 	pool  *pgxpool.Pool
-	tx    pgx.Tx // nil until the first trip begins it
+	conn  *pgxpool.Conn // the transaction's connection, released when it ends
+	tx    pgx.Tx        // on conn; nil until the first trip begins it
 	later Batch
 	done  bool
 	// hooks run before the commit, once per key, in the order added.
@@ -81,8 +86,12 @@ func (t *Tx) send(ctx context.Context, more *Batch, begin bool) error {
 		}
 		return writeBulk(ctx, t.tx, bulk)
 	}
-	br := t.pool.SendBatch(ctx, &b)
-	t.tx = br.Tx()
+	conn, err := t.pool.Acquire(ctx)
+	if err != nil {
+		return interpretError(err)
+	}
+	br := conn.SendBatch(ctx, &b)
+	t.conn, t.tx = conn, br.Tx()
 	if err := br.Close(); err != nil {
 		return batchError(err)
 	}
@@ -90,6 +99,53 @@ func (t *Tx) send(ctx context.Context, more *Batch, begin bool) error {
 		return errors.New("store: the transaction did not begin")
 	}
 	return writeBulk(ctx, t.tx, bulk)
+}
+
+// commitWithLast sends what waits and the commit in one trip, when that
+// can be: when no statement waiting has an answer to check (a check that
+// fails must roll back what the trip wrote, and in one trip the commit
+// would be done before the check ran) and no bulk write waits. A unit of
+// work that has not begun sends what waits as one implicit transaction.
+// sent is false when the commit needs a trip of its own.
+func (t *Tx) commitWithLast(ctx context.Context) (sent bool, err error) {
+	if t.later.err != nil {
+		return false, t.later.err
+	}
+	waiting := t.later.b.QueuedQueries
+	if len(waiting) == 0 || len(t.later.bulk) > 0 {
+		return false, nil
+	}
+	for _, q := range waiting {
+		if q.Fn != nil {
+			return false, nil
+		}
+	}
+	t.later = Batch{}
+	var b pgx.Batch
+	b.QueuedQueries = waiting
+	if t.tx == nil {
+		return true, batchError(t.pool.SendBatch(ctx, &b).Close())
+	}
+	var rolledBack bool
+	b.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
+		rolledBack = tag.String() == "ROLLBACK"
+		return nil
+	})
+	if err := batchError(t.conn.SendBatch(ctx, &b).Close()); err != nil {
+		return true, err
+	}
+	if rolledBack {
+		return true, fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
+	}
+	return true, nil
+}
+
+// release gives the connection back; the pool closes one left in a transaction.
+func (t *Tx) release() {
+	if t.conn != nil {
+		t.conn.Release()
+		t.conn = nil
+	}
 }
 
 // begun makes sure the transaction has begun and nothing waits.
@@ -136,6 +192,15 @@ func (t *Tx) Commit(ctx context.Context) error {
 			}
 		}
 	}
+	sent, err := t.commitWithLast(ctx)
+	if sent && err == nil {
+		t.done = true
+		t.release()
+		return nil
+	}
+	if err != nil {
+		return err // Rollback ends the transaction
+	}
 	if err := t.send(ctx, nil, false); err != nil {
 		return err
 	}
@@ -143,6 +208,7 @@ func (t *Tx) Commit(ctx context.Context) error {
 	if t.tx == nil {
 		return nil
 	}
+	defer t.release()
 	if err := t.tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", interpretError(err))
 	}
@@ -157,8 +223,10 @@ func (t *Tx) Rollback(ctx context.Context) error {
 	}
 	t.done, t.later = true, Batch{}
 	if t.tx == nil {
+		t.release()
 		return nil
 	}
+	defer t.release()
 	return t.tx.Rollback(ctx)
 }
 

@@ -122,4 +122,63 @@ func TestTx(t *testing.T) {
 			t.Errorf("err = %v, want the waiting insert's ErrUnknownCustomer", err)
 		}
 	})
+
+	t.Run("TheCommitGoesWithTheLastWritesWhenNothingChecksThem", func(t *testing.T) {
+		ctx, trips := storetest.CountTrips(context.Background())
+		var claim store.Claim
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			tx.Later(func(b *store.Batch) {
+				b.ClaimIdempotencyKey("customer:C-0001", "t2", []byte("fp"), time.Hour, &claim)
+			})
+			if _, err := tx.Store().GetCustomer(ctx, "C-0001"); err != nil {
+				return err
+			}
+			tx.Later(func(b *store.Batch) { b.SaveIdempotentResponse("customer:C-0001", "t2", 201, []byte(`{"ok": true}`)) })
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if trips.N() != 2 {
+			t.Errorf("%d trips, want 2 (BEGIN+claim+read, the answer with COMMIT):\n%s", trips.N(), trips)
+		}
+		if k, err := store.New(pool).GetIdempotencyKey(context.Background(), "customer:C-0001", "t2", time.Hour); err != nil || k.Status != 201 {
+			t.Errorf("key %+v (%v): want the answer kept", k, err)
+		}
+	})
+
+	t.Run("AUnitOfWorkOfOneTripIsOneImplicitTransaction", func(t *testing.T) {
+		ctx, trips := storetest.CountTrips(context.Background())
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			tx.Later(func(b *store.Batch) { b.SaveIdempotentResponse("customer:C-0001", "t2", 202, []byte(`{"ok": 2}`)) })
+			return nil
+		})
+		if err != nil || trips.N() != 1 {
+			t.Errorf("err %v, %d trips, want one:\n%s", err, trips.N(), trips)
+		}
+		if k, _ := store.New(pool).GetIdempotencyKey(context.Background(), "customer:C-0001", "t2", time.Hour); k == nil || k.Status != 202 {
+			t.Errorf("key %+v: want the second answer kept", k)
+		}
+	})
+
+	t.Run("AFailedLastTripRollsBackWhatWentBefore", func(t *testing.T) {
+		before := tickets(t)
+		ctx := context.Background()
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			var b store.Batch
+			var sent store.Ticket
+			b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Sent"}, &sent)
+			if err := tx.Store().Send(ctx, &b); err != nil {
+				return err
+			}
+			tx.Later(func(b *store.Batch) { b.SaveIdempotentResponse("customer:C-0001", "t2", 200, []byte(`{not JSON`)) })
+			return nil
+		})
+		if err == nil || tickets(t) != before {
+			t.Errorf("err %v, %d tickets (want %d): the commit went with a failed statement", err, tickets(t), before)
+		}
+		if n := pool.Stat().AcquiredConns(); n != 0 {
+			t.Errorf("%d connections still held after the unit of work ended", n)
+		}
+	})
 }

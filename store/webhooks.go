@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Webhook is an endpoint that receives events.
@@ -114,7 +113,7 @@ func (b *Batch) InsertWebhookEvents(events []NewWebhookEvent) {
 		b.fail(err)
 		return
 	}
-	b.b.Queue(insertWebhookEventsSQL, types, payloads).Exec(func(pgconn.CommandTag) error { return nil })
+	b.b.Queue(insertWebhookEventsSQL, types, payloads)
 }
 
 const insertWebhookEventsSQL = `INSERT INTO webhook_events (type, payload)
