@@ -99,7 +99,7 @@ func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who vocab.Ac
 			return err
 		}
 		if !claim.Sent {
-			if _, ferr := tx.Pgx(ctx); ferr != nil {
+			if ferr := tx.Flush(ctx); ferr != nil {
 				return errors.Join(err, ferr)
 			}
 		}

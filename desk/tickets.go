@@ -106,7 +106,12 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 	if root == "" {
 		root = mail.NewRootMessageID(d.config.MailDomain, ticketID)
 	}
-	ticket := &store.Ticket{ID: ticketID, CustomerID: p.CustomerID, Subject: p.Subject, Status: vocab.StatusOpen, CreatedAt: now}
+	// The ticket as its row will hold it: the numbers taken, the
+	// transaction's time, the fields given. Only a customer's own new
+	// ticket is acknowledged, not one an agent opens for them.
+	ack := d.config.Ack != nil && !p.Automatic && !p.NoAutoReply && !author.IsAgent() && p.Held == ""
+	ticket := &store.Ticket{ID: ticketID, CustomerID: p.CustomerID, Subject: p.Subject, Status: vocab.StatusOpen, CreatedAt: now,
+		UpdatedAt: now, LastCustomerMessageAt: &now}
 	var (
 		rows  store.Batch
 		first store.Message
@@ -119,9 +124,18 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 		}
 	}
 	if jobID != 0 {
-		newTicket.TriageJobID = &jobID
+		newTicket.TriageJobID, ticket.TriageJobID = &jobID, &jobID
 	}
-	rows.InsertTicket(newTicket, ticket)
+	if p.FollowUpOf != "" {
+		ticket.FollowUpOf = &p.FollowUpOf
+	}
+	// Without an acknowledgement nothing reads the rows back, and they go
+	// with the commit.
+	into, firstInto := ticket, &first
+	if !ack {
+		into, firstInto = nil, nil
+	}
+	rows.InsertTicket(newTicket, into)
 	direction := vocab.DirectionInbound
 	if p.Held != "" {
 		direction = vocab.DirectionHeld
@@ -130,7 +144,7 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 		ID: messageID, TicketID: ticketID, Direction: direction, Author: author, Body: p.Body, EmailMessageID: &root,
 		Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmailGzip: p.RawEmailGzip,
 		Sender: p.Sender, AuthVerdict: p.Verdict, AuthDetail: p.VerdictDetail, HeldReason: p.Held, Subject: p.Subject,
-	}, &first)
+	}, firstInto)
 	// The events are made of what the rows will hold: the numbers taken,
 	// the transaction's time, the fields given.
 	var followUpOf *string
@@ -147,10 +161,9 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 		rows.InsertTicketEvent(ticketID, &store.TicketEvent{Actor: vocab.System, What: "held", To: &p.Held})
 	}
 	rows.InsertWebhookEvents(events)
-	// Only a customer's own new ticket is acknowledged, not one an agent
-	// opens for them; the acknowledgement's customer comes with the rows,
-	// after them, so that an unknown customer is the ticket's foreign key.
-	if d.config.Ack == nil || p.Automatic || p.NoAutoReply || author.IsAgent() || p.Held != "" {
+	// The acknowledgement's customer comes with the rows, after them, so
+	// that an unknown customer is the ticket's foreign key.
+	if !ack {
 		tx.Later(func(b *store.Batch) { b.Add(&rows) })
 		return ticket, jobID, nil
 	}

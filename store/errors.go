@@ -66,4 +66,8 @@ type constraintError struct {
 func (e *constraintError) Error() string { return e.err.Error() }
 func (e *constraintError) Unwrap() error { return e.err }
 
-func (e *constraintError) Is(target error) bool { return target == ErrConflict }
+func (e *constraintError) Is(target error) bool {
+	// A ticket's customer that is not there: the same error whether or not
+	// the insert's row was read back (InsertTicket).
+	return target == ErrConflict || (target == ErrUnknownCustomer && e.constraint == "tickets_customer_id_fkey")
+}

@@ -95,7 +95,11 @@ func (b *Batch) InsertMessage(p *InsertMessageParams, into *Message) {
 		b.fail(err)
 		return
 	}
-	queueRow(b, "insert message on", p.TicketID, scanMessage, into, insertMessageSQL, args...)
+	if into == nil { // nothing reads the row back (see InsertTicket)
+		b.b.Queue(insertMessageSQL, args...)
+	} else {
+		queueRow(b, "insert message on", p.TicketID, scanMessage, into, insertMessageSQL, args...)
+	}
 	if _, small := p.RawEmailGzip.Small(); p.RawEmailGzip != nil && !small {
 		b.bulk = append(b.bulk, bulk{sql: `INSERT INTO raw_email_chunks (message_id, seq, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
 			key: p.ID, chunks: p.RawEmailGzip.Chunks()})

@@ -156,9 +156,135 @@ func (t *Tx) begun(ctx context.Context) (pgx.Tx, error) {
 	return t.tx, nil
 }
 
+// Flush sends what waits now, beginning the transaction if it has not
+// begun.
+func (t *Tx) Flush(ctx context.Context) error {
+	_, err := t.begun(ctx)
+	return err
+}
+
 // Pgx is the transaction for code that needs pgx's own (River's
-// InsertTx): begun, with nothing waiting.
-func (t *Tx) Pgx(ctx context.Context) (pgx.Tx, error) { return t.begun(ctx) }
+// InsertTx), begun. What waits goes to the database with that code's
+// first query, in the same trip, and before it: River's insert costs no
+// trip of its own.
+func (t *Tx) Pgx(ctx context.Context) (pgx.Tx, error) {
+	if t.tx == nil || len(t.later.bulk) > 0 {
+		return t.begun(ctx)
+	}
+	return &carrier{Tx: t.tx, t: t}, nil
+}
+
+// carrier is a begun pgx.Tx whose next query takes what waits along.
+type carrier struct {
+	pgx.Tx
+	t *Tx
+}
+
+// Query sends what waits, then sql, in one batch, and returns sql's rows
+// once what waited has been read (and its answers given).
+func (c *carrier) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if c.t.done {
+		return nil, errors.New("store: the transaction is over")
+	}
+	if err := c.t.later.err; err != nil {
+		return nil, err
+	}
+	waiting := c.t.later.b.QueuedQueries
+	if len(waiting) == 0 {
+		return c.Tx.Query(ctx, sql, args...)
+	}
+	c.t.later = Batch{}
+	var b pgx.Batch
+	b.QueuedQueries = waiting
+	b.Queue(sql, args...)
+	br := c.Tx.SendBatch(ctx, &b)
+	for _, q := range waiting {
+		var err error
+		if q.Fn != nil {
+			err = q.Fn(br)
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
+			_ = br.Close()
+			return nil, batchError(err)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// QueryRow is Query of one row.
+func (c *carrier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := c.Query(ctx, sql, args...)
+	if err != nil {
+		return errRow{err}
+	}
+	return firstRow{rows}
+}
+
+// Exec is Query, its rows read to the end.
+func (c *carrier) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	rows, err := c.Query(ctx, sql, args...)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	return rows.CommandTag(), rows.Err()
+}
+
+// SendBatch sends what waits first, in a trip of its own.
+func (c *carrier) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if err := c.t.send(ctx, nil, false); err != nil {
+		return pgx.FailedBatchResults(b, err)
+	}
+	return c.Tx.SendBatch(ctx, b)
+}
+
+// batchRows are the last query's rows of a batch, which ends with them.
+type batchRows struct {
+	pgx.Rows
+	br  pgx.BatchResults
+	err error // the batch's, at its end
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	if r.br != nil {
+		r.err, r.br = r.br.Close(), nil
+	}
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// firstRow is the first row of rows, as pgx.Row.
+type firstRow struct{ rows pgx.Rows }
+
+func (r firstRow) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
 
 // BeforeCommit runs fn in the transaction just before it commits, once
 // per key however often it is asked: work that follows from everything the

@@ -181,4 +181,60 @@ func TestTx(t *testing.T) {
 			t.Errorf("%d connections still held after the unit of work ended", n)
 		}
 	})
+
+	t.Run("PgxsFirstQueryTakesWhatWaitsAlong", func(t *testing.T) {
+		ctx, trips := storetest.CountTrips(context.Background())
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			if _, err := tx.Store().GetCustomer(ctx, "C-0001"); err != nil {
+				return err
+			}
+			var ticket store.Ticket
+			tx.Later(func(b *store.Batch) {
+				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Carried"}, &ticket)
+			})
+			ptx, err := tx.Pgx(ctx)
+			if err != nil {
+				return err
+			}
+			if trips.N() != 1 {
+				t.Errorf("Pgx made a trip of its own:\n%s", trips)
+			}
+			var n int
+			if err := ptx.QueryRow(ctx, `SELECT count(*) FROM tickets WHERE subject = 'Carried'`).Scan(&n); err != nil {
+				return err
+			}
+			if n != 1 || ticket.ID == "" || trips.N() != 2 {
+				t.Errorf("count %d, ticket %q, %d trips: want the waiting insert seen by the query in the same trip:\n%s", n, ticket.ID, trips.N(), trips)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("AnErrorOfWhatWaitedIsPgxsQuerysError", func(t *testing.T) {
+		ctx := context.Background()
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			if _, err := tx.Store().GetCustomer(ctx, "C-0001"); err != nil {
+				return err
+			}
+			var ticket store.Ticket
+			tx.Later(func(b *store.Batch) {
+				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-9999", Subject: "Nobody's"}, &ticket)
+			})
+			ptx, err := tx.Pgx(ctx)
+			if err != nil {
+				return err
+			}
+			var n int
+			return ptx.QueryRow(ctx, `SELECT 1`).Scan(&n)
+		})
+		if !errors.Is(err, store.ErrUnknownCustomer) {
+			t.Errorf("err = %v, want the waiting insert's ErrUnknownCustomer", err)
+		}
+		if n := pool.Stat().AcquiredConns(); n != 0 {
+			t.Errorf("%d connections still held", n)
+		}
+	})
 }
