@@ -305,6 +305,8 @@ func (t *Tx) BeforeCommit(key string, fn func(ctx context.Context) error) {
 
 // Commit runs the BeforeCommit hooks, sends what waits and commits. A
 // unit of work that never went to the database has nothing to commit.
+// After a failed Commit, Rollback ends the transaction and gives its
+// connection back (Run does).
 func (t *Tx) Commit(ctx context.Context) error {
 	for len(t.hooks) > 0 { // a hook may add another
 		if err := t.send(ctx, nil, false); err != nil {
