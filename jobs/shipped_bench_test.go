@@ -115,14 +115,17 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 	if err := start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
+	waiting := sampleLockWaits(pool)
 	polls := awaitCompleted(b, pool, kind, n)
 	elapsed := time.Since(begin)
 	b.StopTimer()
+	meanWaiting, samples := waiting()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = stop(stopCtx)
-	// The polls above commit too, and so does a read of the count: leave them out.
-	perTicket := float64(settledCommits(b, pool)-before-int64(polls)-1) / float64(n)
+	// The polls above commit too, and so do the samples and a read of the count: leave them out.
+	perTicket := float64(settledCommits(b, pool)-before-int64(polls)-int64(samples)-1) / float64(n)
+	b.ReportMetric(meanWaiting, "lock_waiting")
 	rate := float64(n) / elapsed.Seconds()
 	ceiling := bareCommitRate(b, pool, 4000) / perTicket
 	b.ReportMetric(rate, "tickets/s")
@@ -130,6 +133,42 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 	b.ReportMetric(ceiling, "ceiling_tickets/s")
 	b.ReportMetric(rate/ceiling, "ratio")
 	return rate
+}
+
+// sampleLockWaits counts, every 20 ms until the returned function is
+// called, the database's sessions waiting on a lock (pg_stat_activity,
+// wait_event_type Lock: row locks, advisory locks, …), and returns their
+// mean and the number of samples taken (each a transaction).
+func sampleLockWaits(pool *pgxpool.Pool) func() (mean float64, samples int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var total, count int
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			var n int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+				return
+			}
+			total, count = total+n, count+1
+		}
+	}()
+	return func() (float64, int) {
+		cancel()
+		<-done
+		if count == 0 {
+			return 0, 0
+		}
+		return float64(total) / float64(count), count
+	}
 }
 
 // floors holds the rate each floor benchmark reached in this run, by the
@@ -152,11 +191,14 @@ func ofFloor(b *testing.B, what string, rate float64) {
 // floor's (of_floor); Tuned is the same with a 1 ms cooldown; Before,
 // with what serve shipped before (10 workers, River's 100 ms cooldown).
 func BenchmarkTriageAsShipped(b *testing.B) {
-	run := func(b *testing.B, tune func(*jobs.Config)) float64 {
+	run := func(b *testing.B, tune func(*jobs.Config), world ...func(*jobstest.Bundle)) float64 {
 		bundle := jobstest.Setup(b)
 		bundle.Config.FetchPollInterval = 0 // serve's default: River's
 		if tune != nil {
 			tune(&bundle.Config)
+		}
+		for _, w := range world {
+			w(bundle)
 		}
 		q := bundle.NewQueue(b)
 		n := max(b.N, 1000)
@@ -195,6 +237,20 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 		floors["triage"] = againstCeiling(b, bundle.Pool, benchArgs{}.Kind(), n, client.Start, client.Stop)
 	})
 	b.Run("Shipped", func(b *testing.B) { ofFloor(b, "triage", run(b, nil)) })
+	// serve's default of giving each triaged ticket to the least busy
+	// agent of its team, all of one team (billing, three agents): no
+	// ticket should wait on another's assignment (lock_waiting).
+	b.Run("ShippedAssigningOneTeam", func(b *testing.B) {
+		ofFloor(b, "triage", run(b, nil, func(bundle *jobstest.Bundle) {
+			bundle.DeskConfig.AutoAssign = true
+			for _, name := range []string{"alice", "bilal", "chloe"} {
+				if err := bundle.Store.UpsertAgent(bundle.Ctx, &store.UpsertAgentParams{Name: name, DisplayName: name,
+					Email: name + "@support.example.com", Teams: []string{"billing"}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}))
+	})
 	// What serve shipped before: 10 workers and River's 100 ms cooldown.
 	b.Run("Before10Workers100msCooldown", func(b *testing.B) {
 		run(b, func(c *jobs.Config) { c.TriageWorkers, c.FetchCooldown = 10, 100*time.Millisecond })
