@@ -108,33 +108,27 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 	}
 
 	// The bytes are kept before the first send, and the attempt is marked
-	// as starting in the same round trip, unless the relay is troubled.
+	// as starting in the same statement, unless the relay is troubled.
 	var (
-		keep          store.Batch
-		saved, marked bool
-		out           *mail.Outgoing
-		raw           []byte
+		keep   store.Batch
+		kept   store.Kept
+		marked bool
 	)
 	if em.Rendered == nil {
-		var stop *Next
-		if out, raw, stop = d.render(ctx, from, &em, &msg); stop != nil {
+		out, raw, stop := d.render(ctx, from, &em, &msg)
+		if stop != nil {
 			return *stop
 		}
-		keep.SaveRendered(em.MessageID, out.InReplyTo, out.References, raw, &saved)
+		// Another delivery's bytes, kept first, win: the row says which.
+		keep.KeepRenderedAndMarkSending(em.MessageID, out.InReplyTo, out.References, raw, resendsUncertain, dc.Sender.Name(), &kept)
+	} else {
+		keep.MarkSendingUnlessRelayTroubled(em.MessageID, resendsUncertain, dc.Sender.Name(), &marked)
 	}
-	keep.MarkSendingUnlessRelayTroubled(em.MessageID, resendsUncertain, dc.Sender.Name(), &marked)
 	if err := st.Send(ctx, &keep); err != nil {
 		return retry(err)
 	}
-	switch {
-	case out != nil && saved:
-		em.Rendered, em.InReplyTo, em.References = raw, &out.InReplyTo, out.References
-	case out != nil:
-		kept, err := st.GetOutboundEmail(ctx, em.MessageID) // another delivery's bytes win
-		if err != nil {
-			return retry(err)
-		}
-		em = *kept
+	if em.Rendered == nil {
+		em.Rendered, em.InReplyTo, em.References, marked = kept.Rendered, kept.InReplyTo, kept.References, kept.Marked
 	}
 
 	// A relay that is down, or asked anyone to slow down, is left alone

@@ -195,4 +195,45 @@ func TestBatch(t *testing.T) {
 			t.Errorf("on a paused relay: attempts %d, want nothing marked (EnterRelay decides first)", attempts())
 		}
 	})
+
+	t.Run("TheFirstBytesKeptAreTheOnesEveryAttemptSends", func(t *testing.T) {
+		ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Kept"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionOutbound, Author: "agent:alice", Body: "Hi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{MessageID: msg.ID, FromAddress: "support@example.com",
+			Recipients: []store.Recipient{{Address: "ada@example.com", Kind: "to"}}}); err != nil {
+			t.Fatal(err)
+		}
+		keep := func(raw, inReplyTo, relay string) store.Kept {
+			var kept store.Kept
+			var b store.Batch
+			b.KeepRenderedAndMarkSending(msg.ID, inReplyTo, []string{inReplyTo}, []byte(raw), false, relay, &kept)
+			if err := st.Send(ctx, &b); err != nil {
+				t.Fatal(err)
+			}
+			return kept
+		}
+		first := keep("first bytes", "<a@example.com>", "healthy.example.com:587")
+		if string(first.Rendered) != "first bytes" || first.InReplyTo == nil || *first.InReplyTo != "<a@example.com>" || !first.Marked {
+			t.Errorf("first keep: %+v, want its own bytes and headers, marked", first)
+		}
+		// A duplicate delivery that rendered again, on a paused relay.
+		if _, err := st.RecordRelayFault(ctx, "paused.example.com:587", "421 4.7.0 slow down", time.Minute, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		second := keep("second bytes", "<b@example.com>", "paused.example.com:587")
+		if string(second.Rendered) != "first bytes" || *second.InReplyTo != "<a@example.com>" || len(second.References) != 1 ||
+			second.References[0] != "<a@example.com>" || second.Marked {
+			t.Errorf("second keep: %+v, want the first bytes and headers, not marked on a paused relay", second)
+		}
+		em, err := st.GetOutboundEmail(ctx, msg.ID)
+		if err != nil || string(em.Rendered) != "first bytes" || em.Attempts != 1 || em.State != store.DeliverySending {
+			t.Errorf("row %+v (%v): want the first bytes, one attempt, sending", em, err)
+		}
+	})
 }

@@ -275,6 +275,48 @@ func (b *Batch) MarkSendingUnlessRelayTroubled(messageID int64, resendsUncertain
 	})
 }
 
+// Kept is what a delivery's row holds after KeepRenderedAndMarkSending.
+type Kept struct {
+	Rendered   []byte
+	InReplyTo  *string
+	References []string
+	Marked     bool // the attempt was marked as starting: the relay is not troubled
+}
+
+// KeepRenderedAndMarkSending is SaveRendered and
+// MarkSendingUnlessRelayTroubled in one statement, for the first attempt
+// that rendered the mail: one new version of the row instead of two. The
+// bytes are kept unless an earlier attempt kept some; into gets the bytes
+// and thread headers the row holds afterwards, the ones to send whichever
+// attempt kept them.
+func (b *Batch) KeepRenderedAndMarkSending(messageID int64, inReplyTo string, references []string, rendered []byte,
+	resendsUncertain bool, relay string, into *Kept) {
+	b.b.Queue(keepAndMarkSQL, messageID, rendered, inReplyTo, references, resendsUncertain, DeliverySending, relay).
+		QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&into.Rendered, &into.InReplyTo, &into.References, &into.Marked)
+			if err != nil {
+				return fmt.Errorf("keep email %d: %w", messageID, interpretError(err))
+			}
+			return nil
+		})
+}
+
+// SET reads the row as it was; RETURNING, as it is now.
+const keepAndMarkSQL = `WITH relay AS (
+		SELECT NOT EXISTS (SELECT 1 FROM smtp_relays WHERE relay = $7 AND (` + relayTroubledCondition + `)) AS free
+	)
+	UPDATE outbound_emails e SET
+		rendered = coalesce(e.rendered, $2),
+		in_reply_to = CASE WHEN e.rendered IS NULL THEN $3 ELSE e.in_reply_to END,
+		reference_ids = CASE WHEN e.rendered IS NULL THEN $4 ELSE e.reference_ids END,
+		rendered_at = coalesce(e.rendered_at, now()),
+		state = CASE WHEN relay.free THEN $6 ELSE e.state END,
+		attempts = e.attempts + CASE WHEN relay.free THEN 1 ELSE 0 END,
+		uncertain_resends = e.uncertain_resends + CASE WHEN relay.free AND $5 THEN 1 ELSE 0 END,
+		updated_at = now()
+	FROM relay WHERE e.message_id = $1
+	RETURNING e.rendered, e.in_reply_to, e.reference_ids, relay.free`
+
 const markSendingSQL = `UPDATE outbound_emails
 	SET state = $3, attempts = attempts + 1,
 	    uncertain_resends = uncertain_resends + CASE WHEN $2 THEN 1 ELSE 0 END, updated_at = now()
