@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -147,6 +148,23 @@ func (t *Trips) N() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.trips)
+}
+
+// Together reports whether one trip held a statement containing each of
+// the texts (matched within a statement's first 60 characters).
+func (t *Trips) Together(texts ...string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, trip := range t.trips {
+		all := true
+		for _, text := range texts {
+			all = all && slices.ContainsFunc(trip, func(s string) bool { return strings.Contains(s, text) })
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // Reset forgets the trips so far.

@@ -1,0 +1,62 @@
+package jobs_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/vocab"
+)
+
+// TestRoundTripsWithRiver counts the trips of the use cases that queue a
+// job with River's own insert among them (desk's TestRoundTrips leaves it
+// out), and checks what rides together: the statements waiting go with
+// River's insert, and writes nothing checks go with the commit. Each
+// budget allows one trip more for River's insert notification, which it
+// sends at most once a while per queue.
+func TestRoundTripsWithRiver(t *testing.T) {
+	t.Parallel()
+	b := jobstest.Setup(t)
+	b.WithSMTP(t)
+	q := b.NewQueue(t)
+	ticketID, _ := b.OpenTicket(t, q, "Parcel", "Hi.")
+	cases := b.Desk(q)
+	for _, tc := range []struct {
+		name     string
+		budget   int
+		together []string
+		run      func(ctx context.Context) error
+	}{
+		// BEGIN with the numbers; River's insert (the ticket row names the
+		// job); the rows with COMMIT. An API intake adds its key's read.
+		{"OpenATicket", 3 + 1, []string{"INSERT INTO tickets", "commit"}, func(ctx context.Context) error {
+			_, _, err := cases.OpenTicket(ctx, &desk.OpenTicketParams{CustomerID: "C-0001", Subject: "S", Body: "B"})
+			return err
+		}},
+		{"ACustomersNextMessage", 5 + 1, []string{"JobInsertFastMany", "UPDATE tickets SET last_customer_message_at"}, func(ctx context.Context) error {
+			_, err := cases.AddCustomerMessage(ctx, &desk.CustomerMessageParams{TicketID: ticketID, Author: vocab.Customer("C-0001"), Body: "B"})
+			return err
+		}},
+		{"AReply", 4 + 1, nil, func(ctx context.Context) error {
+			return store.Run(ctx, b.Pool, func(tx *store.Tx) error {
+				_, _, err := cases.CreateReplyTx(ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: vocab.Agent("alice"), Body: "B"})
+				return err
+			})
+		}},
+	} {
+		ctx, trips := storetest.CountTrips(b.Ctx)
+		if err := tc.run(ctx); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if trips.N() > tc.budget {
+			t.Errorf("%s: %d round trips, at most %d:\n%s", tc.name, trips.N(), tc.budget, trips)
+		}
+		if tc.together != nil && !trips.Together(tc.together...) {
+			t.Errorf("%s: no trip holds %q together:\n%s", tc.name, tc.together, trips)
+		}
+		t.Logf("%s: %d round trips:\n%s", tc.name, trips.N(), trips)
+	}
+}
