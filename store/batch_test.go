@@ -157,18 +157,7 @@ func TestBatch(t *testing.T) {
 	})
 
 	t.Run("AnAttemptIsMarkedInTheBatchOnlyWhileTheRelayIsHealthy", func(t *testing.T) {
-		ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Mail"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionOutbound, Author: "agent:alice", Body: "Hi"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{MessageID: msg.ID, FromAddress: "support@example.com",
-			Recipients: []store.Recipient{{Address: "ada@example.com", Kind: "to"}}}); err != nil {
-			t.Fatal(err)
-		}
+		msg := outboundEmail(t, ctx, st, "Mail")
 		mark := func(relay string) bool {
 			var marked bool
 			var b store.Batch
@@ -197,18 +186,7 @@ func TestBatch(t *testing.T) {
 	})
 
 	t.Run("TheFirstBytesKeptAreTheOnesEveryAttemptSends", func(t *testing.T) {
-		ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Kept"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionOutbound, Author: "agent:alice", Body: "Hi"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{MessageID: msg.ID, FromAddress: "support@example.com",
-			Recipients: []store.Recipient{{Address: "ada@example.com", Kind: "to"}}}); err != nil {
-			t.Fatal(err)
-		}
+		msg := outboundEmail(t, ctx, st, "Kept")
 		keep := func(raw, inReplyTo, relay string) store.Kept {
 			var kept store.Kept
 			var b store.Batch
@@ -236,4 +214,23 @@ func TestBatch(t *testing.T) {
 			t.Errorf("row %+v (%v): want the first bytes, one attempt, sending", em, err)
 		}
 	})
+}
+
+// outboundEmail writes a ticket with an agent's reply to Ada waiting to be
+// delivered, and returns the reply.
+func outboundEmail(t *testing.T, ctx context.Context, st *store.Store, subject string) *store.Message {
+	t.Helper()
+	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: subject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionOutbound, Author: "agent:alice", Body: "Hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{MessageID: msg.ID, FromAddress: "support@example.com",
+		Recipients: []store.Recipient{{Address: "ada@example.com", Kind: "to"}}}); err != nil {
+		t.Fatal(err)
+	}
+	return msg
 }

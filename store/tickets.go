@@ -271,8 +271,8 @@ func (b *Batch) SetTicketEmbedding(id string, embedding []float32, duplicateOf s
 }
 
 // writeTicket queues an update of the ticket that nothing checks.
-func (b *Batch) writeTicket(id, set string, args ...any) {
-	b.b.Queue(`UPDATE tickets SET `+set+`, updated_at = now() WHERE id = $1`, append([]any{id}, args...)...)
+func (b *Batch) writeTicket(id, set string, args ...any) *pgx.QueuedQuery {
+	return b.b.Queue(`UPDATE tickets SET `+set+`, updated_at = now() WHERE id = $1`, append([]any{id}, args...)...)
 }
 
 func (s *Store) updateTicket(ctx context.Context, id, set string, args ...any) error {
@@ -282,7 +282,7 @@ func (s *Store) updateTicket(ctx context.Context, id, set string, args ...any) e
 // updateTicket queues an update of the ticket; a ticket that is not there
 // is ErrNotFound when the batch is sent.
 func (b *Batch) updateTicket(id, set string, args ...any) {
-	b.b.Queue(`UPDATE tickets SET `+set+`, updated_at = now() WHERE id = $1`, append([]any{id}, args...)...).Exec(func(tag pgconn.CommandTag) error {
+	b.writeTicket(id, set, args...).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("update ticket %s: %w", id, ErrNotFound)
 		}
