@@ -56,7 +56,25 @@ func TestRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"ATriageStep", 3, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
+		// The vector index's first read (its horizon, its vectors) for the duplicate search, and the save; the
+		// ticket is the one the job read before its steps (the worker's TriageInput, not counted here).
+		{"AnEmbedStep", 3, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
+			in, err := w.desk.TriageInput(w.ctx, *ticket.TriageJobID, ticket.ID, "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.desk.SaveTriageStep(ctx, &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskEmbed,
+				Output: "vector", Embedding: []float32{1, 0}, Input: in, ProviderName: "p"}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"TheLastTriageStep", 2, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
+			if _, err := w.desk.SaveTriageStep(ctx, &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskDraftReply,
+				Output: "Hello", Draft: "Hello", Last: true, ProviderName: "p"}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"ATriageStep", 2, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
 			if _, err := w.desk.SaveTriageStep(ctx, &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskClassify,
 				Output: "{}", Classification: &provider.Classification{Team: "billing", Priority: 2}, ProviderName: "p"}); err != nil {
 				t.Fatal(err)

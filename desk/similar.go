@@ -356,14 +356,21 @@ type duplicate struct {
 
 // possibleDuplicate finds the open or pending ticket the same customer
 // opened before this one, within DuplicateWindow, about the same thing (at
-// least DuplicateMinScore alike), in the index of every ticket's vector.
-func (d *Desk) possibleDuplicate(ctx context.Context, ticketID string, vec []float32) (duplicate, error) {
+// least DuplicateMinScore alike), in the index of every ticket's vector,
+// for the embedding of r.
+func (d *Desk) possibleDuplicate(ctx context.Context, r *TriageResult) (duplicate, error) {
+	vec := r.Embedding
 	if d.config.DuplicateWindow <= 0 || vec == nil {
 		return duplicate{}, nil
 	}
-	t, err := store.New(d.pool).GetTicket(ctx, ticketID)
-	if err != nil {
-		return duplicate{}, err
+	var t *store.Ticket
+	if r.Input != nil && r.Input.row.ID == r.TicketID {
+		t = &r.Input.row
+	} else {
+		var err error
+		if t, err = store.New(d.pool).GetTicket(ctx, r.TicketID); err != nil {
+			return duplicate{}, err
+		}
 	}
 	since := t.CreatedAt.Add(-d.config.DuplicateWindow)
 	// Fresh: a customer's second mail often comes seconds after the first.

@@ -2,6 +2,7 @@ package desk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,6 +46,8 @@ type TriageInput struct {
 	// Embedding is the vector of the embed step when it is among Done,
 	// for the draft to find similar tickets by.
 	Embedding []float32
+
+	row store.Ticket // the ticket as read, for the saves (TriageResult.Input)
 }
 
 // TriageInput reads, in one round trip, what triage job jobID of the
@@ -67,6 +70,7 @@ func (d *Desk) TriageInput(ctx context.Context, jobID int64, ticketID, providerN
 	if err := store.New(d.pool).Send(ctx, &reads); err != nil {
 		return nil, err
 	}
+	in.row = ticket
 	pt := &in.Ticket
 	pt.ID, pt.Subject, pt.CustomerName = ticket.ID, ticket.Subject, customer.Name
 	if slices.Contains(in.Done, TaskEmbed) {
@@ -119,6 +123,10 @@ type TriageResult struct {
 	DraftSources   []string // the tickets the draft's examples came from
 	Embedding      []float32
 
+	// Input is what the job read before its steps, when the caller has
+	// it: the duplicate search takes the ticket's customer and time from
+	// it instead of reading them again.
+	Input *TriageInput
 	// Last: no step follows; the ticket is triaged with this one.
 	Last bool
 	// ProviderName is the provider whose gate is read with the save, so
@@ -130,8 +138,8 @@ type TriageResult struct {
 // one transaction: classify sets team and priority (and, with AutoAssign,
 // gives the ticket to the team's least busy agent), draft_reply the
 // draft (unless a newer job replaced this one), embed the vector. If
-// another delivery of the job saved this step first, the insert adds
-// nothing, the ticket is left as that delivery set it, and nobody is told
+// another delivery of the job saved this step first, nothing is written,
+// the ticket is left as that delivery set it, and nobody is told
 // again: the delivery that saves the last result records ticket.triaged
 // and notifies the agents, once. It reports whether the provider is free
 // for the next call.
@@ -142,34 +150,32 @@ type TriageResult struct {
 // whose worker dies between this commit and River's completion is handed
 // back and finds nothing left to do.
 func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, err error) {
-	var (
-		inserted bool
-		dup      duplicate
-	)
+	var dup duplicate
 	if r.Task == TaskEmbed {
-		if dup, err = d.possibleDuplicate(ctx, r.TicketID, r.Embedding); err != nil {
+		if dup, err = d.possibleDuplicate(ctx, r); err != nil {
 			return false, fmt.Errorf("save %s of job %d: %w", r.Task, r.JobID, err)
 		}
 	}
+	// The result goes first, and everything after it is written only if
+	// it is saved: a result the job has already fails the transaction
+	// (store.ErrStepSaved). So the step's writes wait for one trip, most
+	// often the commit's.
 	err = store.Run(ctx, d.pool, func(tx *store.Tx) error {
-		var first store.Batch
-		first.InsertAIRun(&store.InsertAIRunParams{
-			JobID:            r.JobID,
-			TicketID:         r.TicketID,
-			Task:             r.Task,
-			Output:           r.Output,
-			Model:            r.Call.Model,
-			LatencyMS:        int(r.Call.Latency.Milliseconds()),
-			PromptTokens:     r.Call.PromptTokens,
-			CompletionTokens: r.Call.CompletionTokens,
-		}, &inserted)
-		if !r.Last {
-			first.ProviderFree(r.ProviderName, &free)
-		}
-		st := tx.Store()
-		if err := st.Send(ctx, &first); err != nil || !inserted {
-			return err
-		}
+		tx.Later(func(b *store.Batch) {
+			b.InsertAIRun(&store.InsertAIRunParams{
+				JobID:            r.JobID,
+				TicketID:         r.TicketID,
+				Task:             r.Task,
+				Output:           r.Output,
+				Model:            r.Call.Model,
+				LatencyMS:        int(r.Call.Latency.Milliseconds()),
+				PromptTokens:     r.Call.PromptTokens,
+				CompletionTokens: r.Call.CompletionTokens,
+			})
+			if !r.Last {
+				b.ProviderFree(r.ProviderName, &free)
+			}
+		})
 		switch r.Task {
 		case TaskClassify:
 			c := r.Classification
@@ -193,6 +199,9 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 		}
 		return d.triagedTx(ctx, tx, r.TicketID, r.JobID)
 	})
+	if errors.Is(err, store.ErrStepSaved) {
+		return false, nil // saved by another delivery, which applied it and told whom it had to
+	}
 	if err != nil {
 		return false, fmt.Errorf("save %s of job %d: %w", r.Task, r.JobID, err)
 	}

@@ -106,7 +106,7 @@ func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) err
 			}
 			return w.failure(ctx, job, task, err)
 		}
-		result.JobID, result.TicketID, result.Task = job.ID, job.Args.TicketID, task
+		result.JobID, result.TicketID, result.Task, result.Input = job.ID, job.Args.TicketID, task, in
 		result.DraftSources = sources
 		if task == desk.TaskEmbed {
 			vec = result.Embedding

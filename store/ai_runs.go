@@ -2,11 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // AIRun is the saved result of one triage step of one job.
@@ -37,26 +37,29 @@ type InsertAIRunParams struct {
 
 const aiRunColumns = `id, job_id, ticket_id, task, output, model, latency_ms, prompt_tokens, completion_tokens, created_at`
 
-// InsertAIRun saves a step's result unless the job has one for that step
-// already; inserted is false then, and the caller must not apply it again.
-func (s *Store) InsertAIRun(ctx context.Context, p *InsertAIRunParams) (inserted bool, err error) {
-	if err := exec(ctx, s, func(b *Batch) { b.InsertAIRun(p, &inserted) }); err != nil {
-		return false, fmt.Errorf("insert %s result of job %d: %w", p.Task, p.JobID, err)
+// ErrStepSaved is a step's result that the job has already: another
+// delivery of the job saved it.
+var ErrStepSaved = errors.New("the job has a result for this step already")
+
+// InsertAIRun saves a step's result; ErrStepSaved, and nothing saved, when
+// the job has one for that step already.
+func (s *Store) InsertAIRun(ctx context.Context, p *InsertAIRunParams) error {
+	if err := exec(ctx, s, func(b *Batch) { b.InsertAIRun(p) }); err != nil {
+		return fmt.Errorf("insert %s result of job %d: %w", p.Task, p.JobID, err)
 	}
-	return inserted, nil
+	return nil
 }
 
-// InsertAIRun queues InsertAIRun; inserted gets its answer.
-func (b *Batch) InsertAIRun(p *InsertAIRunParams, inserted *bool) {
-	b.b.Queue(insertAIRunSQL, insertAIRunArgs(p)...).Exec(func(tag pgconn.CommandTag) error {
-		*inserted = tag.RowsAffected() == 1
-		return nil
-	})
+// InsertAIRun queues InsertAIRun. A result the job has already is an
+// error (the unique key on job and step), not an insert of nothing, so
+// that it aborts its transaction: what the result changes can be queued
+// behind it, unchecked, and still never be applied twice.
+func (b *Batch) InsertAIRun(p *InsertAIRunParams) {
+	b.b.Queue(insertAIRunSQL, insertAIRunArgs(p)...)
 }
 
 const insertAIRunSQL = `INSERT INTO ai_runs (job_id, ticket_id, task, output, model, latency_ms, prompt_tokens, completion_tokens)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-	ON CONFLICT (job_id, task) DO NOTHING`
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 
 func insertAIRunArgs(p *InsertAIRunParams) []any {
 	return []any{p.JobID, p.TicketID, p.Task, p.Output, p.Model, p.LatencyMS, p.PromptTokens, p.CompletionTokens}

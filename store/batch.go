@@ -17,6 +17,10 @@ type Batch struct {
 	b    pgx.Batch
 	err  error // a statement that could not be queued; Send returns it
 	bulk []bulk
+	// reads are the queued statements whose answer is only read, never
+	// checked: they may go in the trip that commits (Tx.Commit), since no
+	// answer of theirs can call for a rollback.
+	reads map[*pgx.QueuedQuery]bool
 }
 
 // bulk is a large value that a batch writes as rows of one chunk each,
@@ -39,6 +43,17 @@ func (b *Batch) Add(other *Batch) {
 	}
 	b.b.QueuedQueries = append(b.b.QueuedQueries, other.b.QueuedQueries...)
 	b.bulk = append(b.bulk, other.bulk...)
+	for q := range other.reads {
+		b.readOnly(q)
+	}
+}
+
+// readOnly marks q as a statement whose answer checks nothing (Batch.reads).
+func (b *Batch) readOnly(q *pgx.QueuedQuery) {
+	if b.reads == nil {
+		b.reads = map[*pgx.QueuedQuery]bool{}
+	}
+	b.reads[q] = true
 }
 
 // writeBulk sends the chunks of large values, a few per trip, in the

@@ -69,5 +69,7 @@ func (e *constraintError) Unwrap() error { return e.err }
 func (e *constraintError) Is(target error) bool {
 	// A ticket's customer that is not there: the same error whether or not
 	// the insert's row was read back (InsertTicket).
-	return target == ErrConflict || (target == ErrUnknownCustomer && e.constraint == "tickets_customer_id_fkey")
+	// A step's result that another delivery of its job saved (InsertAIRun).
+	return target == ErrConflict || (target == ErrUnknownCustomer && e.constraint == "tickets_customer_id_fkey") ||
+		(target == ErrStepSaved && e.constraint == "ai_runs_one_per_job_task")
 }

@@ -103,13 +103,15 @@ func (s *Store) ProviderFree(ctx context.Context, provider string) (free bool, e
 
 // ProviderFree queues ProviderFree; free gets its answer.
 func (b *Batch) ProviderFree(provider string, free *bool) {
-	b.b.Queue(providerFreeSQL, provider).QueryRow(func(row pgx.Row) error {
+	q := b.b.Queue(providerFreeSQL, provider)
+	q.QueryRow(func(row pgx.Row) error {
 		err := row.Scan(free)
 		if err != nil && !errors.Is(interpretError(err), ErrNotFound) {
 			return fmt.Errorf("provider %s: %w", provider, err)
 		}
 		return nil
 	})
+	b.readOnly(q) // a step's save sends it with its commit
 }
 
 const providerFreeSQL = `SELECT state = 'closed' AND call_interval = '0' AND blocked_until <= now() AND next_call_at <= now()

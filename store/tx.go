@@ -104,7 +104,8 @@ func (t *Tx) send(ctx context.Context, more *Batch, begin bool) error {
 // commitWithLast sends what waits and the commit in one trip, when that
 // can be: when no statement waiting has an answer to check (a check that
 // fails must roll back what the trip wrote, and in one trip the commit
-// would be done before the check ran) and no bulk write waits. A unit of
+// would be done before the check ran; a plain read, Batch.reads, checks
+// nothing) and no bulk write waits. A unit of
 // work that has not begun sends what waits as one implicit transaction.
 // sent is false when the commit needs a trip of its own.
 func (t *Tx) commitWithLast(ctx context.Context) (sent bool, err error) {
@@ -116,7 +117,7 @@ func (t *Tx) commitWithLast(ctx context.Context) (sent bool, err error) {
 		return false, nil
 	}
 	for _, q := range waiting {
-		if q.Fn != nil {
+		if q.Fn != nil && !t.later.reads[q] {
 			return false, nil
 		}
 	}

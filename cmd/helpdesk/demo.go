@@ -235,7 +235,7 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 	fmt.Fprintf(out, "  provider calls for this job: %d (classify %d, draft_reply %d, embed %d)\n", total,
 		res.ProviderCalls[desk.TaskClassify], res.ProviderCalls[desk.TaskDraftReply], res.ProviderCalls[desk.TaskEmbed])
 	fmt.Fprintf(out, "  stopped by: %s, which skips the steps the job has results for,\n", funcLocation((*jobs.TriageWorker).Work))
-	fmt.Fprintf(out, "              and %s, whose ON CONFLICT (job_id, task) DO NOTHING saves one result per step\n",
+	fmt.Fprintf(out, "              and %s, whose UNIQUE (job_id, task) saves one result per step\n",
 		funcLocation((*store.Batch).InsertAIRun))
 	if err != nil {
 		return nil, err
