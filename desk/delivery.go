@@ -51,6 +51,10 @@ type Attempt struct {
 	MessageID   int64
 	Attempt     int // 1 for the first
 	MaxAttempts int
+	// TicketID, when set, is the ticket of a mail that may still need
+	// rendering (a reply's first attempt): what renders it is read in the
+	// same trip as the mail, and read for nothing if it was rendered.
+	TicketID string
 }
 
 // Deliver makes one delivery attempt of a stored outbound message, a reply
@@ -76,7 +80,17 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 	)
 	reads.GetOutboundEmail(a.MessageID, &em)
 	reads.GetMessage(a.MessageID, &msg)
-	if err := st.Send(ctx, &reads); errors.Is(err, store.ErrNotFound) {
+	var early *replyParts
+	if a.TicketID != "" {
+		early = queueRenderReads(&reads, a.TicketID, a.MessageID)
+	}
+	err := st.Send(ctx, &reads)
+	if errors.Is(err, store.ErrNotFound) && early != nil && msg.ID == a.MessageID {
+		// The mail is there, the ticket the job named is not (the message
+		// moved since): render reads the message's own.
+		early, err = nil, nil
+	}
+	if errors.Is(err, store.ErrNotFound) {
 		return cancel(fmt.Errorf("MessageNotFound: outbound message %d does not exist", a.MessageID))
 	} else if err != nil {
 		return retry(err)
@@ -115,7 +129,7 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 		marked bool
 	)
 	if em.Rendered == nil {
-		out, raw, stop := d.render(ctx, from, &em, &msg)
+		out, raw, stop := d.render(ctx, from, &em, &msg, early)
 		if stop != nil {
 			return *stop
 		}
@@ -313,11 +327,12 @@ func (d *Desk) giveUp(ctx context.Context, em *store.OutboundEmail, msg *store.M
 	return cancel(err)
 }
 
-// render builds the mail from the stored message and its ticket, all
-// read in one round trip: an agent's reply (acknowledgements and mail to
-// agents are rendered when they are written). A stored message that
-// cannot make a valid mail stops the delivery.
-func (d *Desk) render(ctx context.Context, from *mail.Address, em *store.OutboundEmail, msg *store.Message) (*mail.Outgoing, []byte, *Next) {
+// render builds the mail from the stored message and its ticket: an
+// agent's reply (acknowledgements and mail to agents are rendered when
+// they are written). What it reads came with the mail when the job named
+// the message's ticket (early), else it is read now, in one round trip. A
+// stored message that cannot make a valid mail stops the delivery.
+func (d *Desk) render(ctx context.Context, from *mail.Address, em *store.OutboundEmail, msg *store.Message, early *replyParts) (*mail.Outgoing, []byte, *Next) {
 	stop := func(err error) (*mail.Outgoing, []byte, *Next) {
 		n := d.unsendable(ctx, msg, err)
 		return nil, nil, &n
@@ -325,25 +340,35 @@ func (d *Desk) render(ctx context.Context, from *mail.Address, em *store.Outboun
 	if msg.EmailMessageID == nil {
 		return stop(errors.New("the message has no Message-ID"))
 	}
-	p := &replyParts{from: from, msg: msg, ticket: &store.Ticket{}, customer: &store.Customer{}, thread: &store.ThreadIDs{}, to: em.Recipients}
-	var reads store.Batch
-	reads.GetTicket(msg.TicketID, p.ticket)
-	reads.CustomerOfTicket(msg.TicketID, p.customer)
-	reads.ReplyThread(msg, p.thread)
-	if msg.Author.IsAgent() {
-		reads.GetAgent(msg.Author.ID(), &p.agent)
+	p := early
+	if p == nil || p.ticket.ID != msg.TicketID {
+		var reads store.Batch
+		p = queueRenderReads(&reads, msg.TicketID, msg.ID)
+		if err := store.New(d.pool).Send(ctx, &reads); err != nil {
+			n := retry(err)
+			return nil, nil, &n
+		}
 	}
-	reads.QuotedMessage(msg, &p.quoted)
-	reads.MessageAttachmentFiles(msg.ID, &p.files)
-	if err := store.New(d.pool).Send(ctx, &reads); err != nil {
-		n := retry(err)
-		return nil, nil, &n
-	}
+	p.from, p.msg, p.to = from, msg, em.Recipients
 	out, raw, err := composeReply(p)
 	if err != nil {
 		return stop(err)
 	}
 	return out, raw, nil
+}
+
+// queueRenderReads queues the reads that render reply messageID of
+// ticketID: its ticket, customer, thread, agent, the message it quotes,
+// and its files unless its bytes are kept already (store.Batch.FilesToRender).
+func queueRenderReads(reads *store.Batch, ticketID string, messageID int64) *replyParts {
+	p := &replyParts{ticket: &store.Ticket{}, customer: &store.Customer{}, thread: &store.ThreadIDs{}}
+	reads.GetTicket(ticketID, p.ticket)
+	reads.CustomerOfTicket(ticketID, p.customer)
+	reads.ReplyThread(ticketID, messageID, p.thread)
+	reads.AuthorAgent(messageID, &p.agent)
+	reads.QuotedMessage(ticketID, messageID, &p.quoted)
+	reads.FilesToRender(messageID, &p.files)
+	return p
 }
 
 // record stores an attempt and, when it ends the delivery, its

@@ -46,6 +46,28 @@ func TestDeliver(t *testing.T) {
 		}
 	})
 
+	t.Run("AJobThatNamesAnotherTicketStillRendersTheMessagesOwn", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true)
+		ticket := w.open(t, "Parcel", "Where is it?")
+		other := w.open(t, "Invoice", "Wrong amount.")
+		for _, named := range []string{other.ID, "T-999999"} {
+			msg, jobID, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "On its way."})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := w.desk.Deliver(w.ctx, desk.Attempt{JobID: jobID, MessageID: msg.ID, Attempt: 1, MaxAttempts: 3, TicketID: named})
+			got := w.smtp.Deliveries()
+			if n.Step != desk.Done || len(got) == 0 {
+				t.Fatalf("job naming %s: step %+v, want the reply sent", named, n)
+			}
+			if raw := got[len(got)-1].Raw; !bytes.Contains(raw, []byte("Parcel")) || bytes.Contains(raw, []byte("Invoice")) ||
+				!bytes.Contains(raw, []byte("Where is it?")) {
+				t.Errorf("job naming %s: the mail is not the reply on %s, quoting its customer:\n%s", named, ticket.ID, raw)
+			}
+		}
+	})
+
 	t.Run("ARefusalForGoodIsABounceAndSuppressesTheAddress", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t, true)

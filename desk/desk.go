@@ -31,8 +31,12 @@ import (
 // use.
 type Enqueuer interface {
 	EnqueueTriageTx(ctx context.Context, tx *store.Tx, ticketID string) (int64, error)
-	// EnqueueEmailTx returns ErrNoRelay when no relay would send it.
+	// EnqueueEmailTx queues a stored mail whose bytes are kept with it (an
+	// acknowledgement); ErrNoRelay when no relay would send it.
 	EnqueueEmailTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error)
+	// EnqueueReplyTx queues an agent's reply, rendered at its first
+	// attempt (Attempt.TicketID); ErrNoRelay too.
+	EnqueueReplyTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error)
 	// EnqueueNotifyTx queues a stored mail to an agent; ErrNoRelay too.
 	EnqueueNotifyTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error)
 	// CancelTx cancels a job that has not started: ErrJobBusy for one

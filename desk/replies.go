@@ -85,7 +85,7 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) 
 			body = *ticket.DraftReply
 		}
 	}
-	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, messageID, ticket.ID)
+	jobID, err := d.jobs.EnqueueReplyTx(ctx, tx, messageID, ticket.ID)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -27,6 +27,7 @@ type queued struct {
 	MessageID int64
 	ID        int64
 	At        time.Time // sla: when; zero for now
+	Render    bool      // email: a reply, rendered at its first attempt
 }
 
 // fakeQueue is the enqueue interface without River: it writes nothing and
@@ -40,13 +41,18 @@ type fakeQueue struct {
 }
 
 func (q *fakeQueue) add(kind, ticketID string, messageID int64) (int64, error) {
-	if kind != "triage" && !q.mail {
+	return q.addJob(queued{Kind: kind, TicketID: ticketID, MessageID: messageID})
+}
+
+func (q *fakeQueue) addJob(j queued) (int64, error) {
+	if j.Kind != "triage" && !q.mail {
 		return 0, desk.ErrNoRelay
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.next++
-	q.jobs = append(q.jobs, queued{Kind: kind, TicketID: ticketID, MessageID: messageID, ID: q.next})
+	j.ID = q.next
+	q.jobs = append(q.jobs, j)
 	return q.next, nil
 }
 
@@ -56,6 +62,10 @@ func (q *fakeQueue) EnqueueTriageTx(_ context.Context, _ *store.Tx, ticketID str
 
 func (q *fakeQueue) EnqueueEmailTx(_ context.Context, _ *store.Tx, messageID int64, ticketID string) (int64, error) {
 	return q.add("email", ticketID, messageID)
+}
+
+func (q *fakeQueue) EnqueueReplyTx(_ context.Context, _ *store.Tx, messageID int64, ticketID string) (int64, error) {
+	return q.addJob(queued{Kind: "email", TicketID: ticketID, MessageID: messageID, Render: true})
 }
 
 func (q *fakeQueue) EnqueueNotifyTx(_ context.Context, _ *store.Tx, messageID int64, ticketID string) (int64, error) {
@@ -232,7 +242,11 @@ func (w *world) deliverAll(t *testing.T) map[int64]desk.Next {
 	out := map[int64]desk.Next{}
 	for _, j := range append(w.queue.of("email"), w.queue.of("notify")...) {
 		for attempt := 1; ; attempt++ {
-			n := w.desk.Deliver(w.ctx, desk.Attempt{JobID: j.ID, MessageID: j.MessageID, Attempt: attempt, MaxAttempts: 3})
+			a := desk.Attempt{JobID: j.ID, MessageID: j.MessageID, Attempt: attempt, MaxAttempts: 3}
+			if j.Render && attempt == 1 {
+				a.TicketID = j.TicketID // as the email worker does
+			}
+			n := w.desk.Deliver(w.ctx, a)
 			out[j.MessageID] = n
 			if n.Step != desk.Retry || attempt == 3 {
 				break

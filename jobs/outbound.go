@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/helpdesk-dev/helpdesk/backoff"
 	"github.com/helpdesk-dev/helpdesk/desk"
@@ -16,6 +17,9 @@ type EmailArgs struct {
 	// TicketID is the message's ticket, for people reading the job; jobs
 	// queued before it was added have none.
 	TicketID string `json:"ticket_id,omitempty"`
+	// Render: the mail is rendered at its first attempt (an agent's
+	// reply), which reads what renders it with the mail.
+	Render bool `json:"render,omitempty"`
 }
 
 // Kind is River's name for the job.
@@ -43,11 +47,16 @@ func (w *EmailWorker) Timeout(*river.Job[EmailArgs]) time.Duration { return w.ti
 
 // Work makes one delivery attempt.
 func (w *EmailWorker) Work(ctx context.Context, job *river.Job[EmailArgs]) error {
-	return w.deliver(ctx, job.JobRow.ID, job.Attempt, job.MaxAttempts, job.Args.MessageID)
+	a := attempt(job.JobRow, job.Args.MessageID)
+	if job.Args.Render && job.Attempt == 1 {
+		a.TicketID = job.Args.TicketID // the first attempt renders it; a later one finds the bytes kept
+	}
+	return next(w.desk.Deliver(ctx, a))
 }
 
-func (w *EmailWorker) deliver(ctx context.Context, jobID int64, attempt, maxAttempts int, messageID int64) error {
-	return next(w.desk.Deliver(ctx, desk.Attempt{JobID: jobID, MessageID: messageID, Attempt: attempt, MaxAttempts: maxAttempts}))
+// attempt is the delivery attempt of job, of message messageID.
+func attempt(job *rivertype.JobRow, messageID int64) desk.Attempt {
+	return desk.Attempt{JobID: job.ID, MessageID: messageID, Attempt: job.Attempt, MaxAttempts: job.MaxAttempts}
 }
 
 // NotifyArgs is the job that delivers one mail to an agent: a notification
@@ -78,5 +87,5 @@ func (w *NotifyWorker) Timeout(*river.Job[NotifyArgs]) time.Duration { return w.
 
 // Work makes one delivery attempt.
 func (w *NotifyWorker) Work(ctx context.Context, job *river.Job[NotifyArgs]) error {
-	return w.email.deliver(ctx, job.JobRow.ID, job.Attempt, job.MaxAttempts, job.Args.MessageID)
+	return next(w.email.desk.Deliver(ctx, attempt(job.JobRow, job.Args.MessageID)))
 }

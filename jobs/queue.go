@@ -179,6 +179,15 @@ func (q *Queue) EnqueueEmailTx(ctx context.Context, tx *store.Tx, messageID int6
 	return q.insert(ctx, tx, EmailArgs{MessageID: messageID, TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
 }
 
+// EnqueueReplyTx inserts the job that renders and delivers an agent's
+// reply, in the caller's transaction; desk.ErrNoRelay as EnqueueEmailTx.
+func (q *Queue) EnqueueReplyTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error) {
+	if !q.config.Mail {
+		return 0, desk.ErrNoRelay
+	}
+	return q.insert(ctx, tx, EmailArgs{MessageID: messageID, TicketID: ticketID, Render: true}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
+}
+
 // EnqueueNotifyTx inserts the job that delivers a stored mail to an agent,
 // in the caller's transaction; desk.ErrNoRelay when no mail goes out.
 func (q *Queue) EnqueueNotifyTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error) {

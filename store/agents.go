@@ -93,6 +93,13 @@ func (b *Batch) GetAgent(name string, into **Agent) {
 
 const getAgentSQL = `SELECT ` + agentColumns + ` FROM agents a WHERE a.name = $1`
 
+// AuthorAgent queues the read of the agent who wrote message messageID;
+// into gets it, or nil when an agent did not write it (or is gone).
+func (b *Batch) AuthorAgent(messageID int64, into **Agent) {
+	queueOptionalRow(b, "author of message", messageID, scanAgent, into, `SELECT `+agentColumns+` FROM agents a
+		WHERE a.name = (SELECT substr(author, length('agent:') + 1) FROM messages WHERE id = $1 AND starts_with(author, 'agent:'))`, messageID)
+}
+
 // ListAgents returns every agent, by name.
 func (s *Store) ListAgents(ctx context.Context) ([]*Agent, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+agentColumns+` FROM agents a ORDER BY a.name`)

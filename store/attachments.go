@@ -153,19 +153,34 @@ func (s *Store) MessageAttachmentFiles(ctx context.Context, messageID int64) ([]
 
 // MessageAttachmentFiles queues MessageAttachmentFiles; into gets the files.
 func (b *Batch) MessageAttachmentFiles(messageID int64, into *[]*AttachmentFile) {
-	b.b.Queue(messageAttachmentFilesSQL, messageID).Query(func(rows pgx.Rows) error {
+	b.attachmentFiles(messageAttachmentFilesSQL+attachmentOrder, messageID, into)
+}
+
+func (b *Batch) attachmentFiles(sql string, messageID int64, into *[]*AttachmentFile) {
+	b.b.Queue(sql, messageID).Query(func(rows pgx.Rows) error {
 		files, err := scanAttachmentFiles(rows, messageID)
 		*into = files
 		return err
 	})
 }
 
+// FilesToRender queues MessageAttachmentFiles for an outbound message
+// whose bytes are not kept yet: a message rendered already reads none, so
+// that the read can go before the delivery knows which it is.
+func (b *Batch) FilesToRender(messageID int64, into *[]*AttachmentFile) {
+	b.attachmentFiles(messageAttachmentFilesSQL+filesToRenderCondition+attachmentOrder, messageID, into)
+}
+
+const filesToRenderCondition = ` AND NOT EXISTS (SELECT 1 FROM outbound_emails e WHERE e.message_id = $1 AND e.rendered IS NOT NULL)`
+
 // contentSQL is the content of attachment_contents c, in one value.
 const contentSQL = `coalesce(c.content, (SELECT string_agg(k.data, ''::bytea ORDER BY k.seq) FROM attachment_chunks k WHERE k.sha256 = c.sha256))`
 
 var messageAttachmentFilesSQL = `SELECT ` + prefixed("a.", attachmentColumns) + `, ` + contentSQL + `
 	FROM attachments a JOIN attachment_contents c ON c.sha256 = a.sha256
-	WHERE a.message_id = $1 ORDER BY a.position, a.id`
+	WHERE a.message_id = $1`
+
+const attachmentOrder = ` ORDER BY a.position, a.id`
 
 func scanAttachmentFiles(rows pgx.Rows, messageID int64) ([]*AttachmentFile, error) {
 	files, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*AttachmentFile, error) {

@@ -247,13 +247,15 @@ const threadWindow = 40
 // stored before the first send, so without that clause a retry, or even the
 // first attempt, would cite the reply as its own ancestor.
 func (s *Store) ReplyThread(ctx context.Context, reply *Message) (*ThreadIDs, error) {
-	return one(ctx, s, func(b *Batch, t *ThreadIDs) { b.ReplyThread(reply, t) })
+	return one(ctx, s, func(b *Batch, t *ThreadIDs) { b.ReplyThread(reply.TicketID, reply.ID, t) })
 }
 
-// ReplyThread queues ReplyThread; into gets the thread.
-func (b *Batch) ReplyThread(reply *Message, into *ThreadIDs) {
-	b.b.Queue(replyThreadSQL, reply.TicketID, reply.ID, reply.CreatedAt, threadWindow).Query(func(rows pgx.Rows) error {
-		t, err := scanThread(rows, reply.ID)
+// ReplyThread queues ReplyThread of reply replyID on ticket ticketID: the
+// reply's time is read with it, so that the thread can be read in the
+// trip that reads the reply.
+func (b *Batch) ReplyThread(ticketID string, replyID int64, into *ThreadIDs) {
+	b.b.Queue(replyThreadSQL, ticketID, replyID, threadWindow).Query(func(rows pgx.Rows) error {
+		t, err := scanThread(rows, replyID)
 		if err == nil {
 			*into = *t
 		}
@@ -271,18 +273,22 @@ func (b *Batch) ReplyThread(reply *Message, into *ThreadIDs) {
 // (8,000 rows a mail in the email benchmark); only messages_ticket_direction
 // serves it now. Every inbound message has a Message-ID, minted if need be.
 const threadEarlier = `FROM messages
-	WHERE ticket_id = $1 AND email_message_id IS NOT NULL AND id <> $2 AND created_at <= $3
+	WHERE ticket_id = $1 AND email_message_id IS NOT NULL AND id <> $2 AND created_at <= ` + replyTime + `
 	  AND direction IN ('inbound', 'outbound', 'acknowledgement')`
+
+// replyTime is the time of reply $2 (of ticket $1), read once per
+// statement (an InitPlan), for the messages before it.
+const replyTime = `(SELECT created_at FROM messages WHERE id = $2 AND ticket_id = $1)`
 
 const replyThreadSQL = `
 	(SELECT 'root', email_message_id, created_at, id ` + threadEarlier + ` ORDER BY created_at, id LIMIT 1)
 	UNION ALL
 	(SELECT 'parent', email_message_id, created_at, id FROM messages
-		WHERE ticket_id = $1 AND direction = 'inbound' AND id <> $2 AND created_at <= $3
+		WHERE ticket_id = $1 AND direction = 'inbound' AND id <> $2 AND created_at <= ` + replyTime + `
 		ORDER BY created_at DESC, id DESC LIMIT 1)
 	UNION ALL
 	(SELECT * FROM (SELECT 'newest', email_message_id, created_at, id ` + threadEarlier + `
-		ORDER BY created_at DESC, id DESC LIMIT $4) newest ORDER BY created_at, id)`
+		ORDER BY created_at DESC, id DESC LIMIT $3) newest ORDER BY created_at, id)`
 
 func scanThread(rows pgx.Rows, replyID int64) (*ThreadIDs, error) {
 	defer rows.Close()
@@ -322,20 +328,21 @@ func scanThread(rows pgx.Rows, replyID int64) (*ThreadIDs, error) {
 // QuotedMessage returns the customer's newest message before reply, the
 // one a reply quotes (machines' mail left out); ErrNotFound if none.
 func (s *Store) QuotedMessage(ctx context.Context, reply *Message) (*Message, error) {
-	m, err := optional(ctx, s, func(b *Batch, into **Message) { b.QuotedMessage(reply, into) })
+	m, err := optional(ctx, s, func(b *Batch, into **Message) { b.QuotedMessage(reply.TicketID, reply.ID, into) })
 	if err == nil && m == nil {
 		err = fmt.Errorf("message quoted by %d: %w", reply.ID, ErrNotFound)
 	}
 	return m, err
 }
 
-// QuotedMessage queues QuotedMessage; into gets the message, or nil if none.
-func (b *Batch) QuotedMessage(reply *Message, into **Message) {
-	queueOptionalRow(b, "message quoted by", reply.ID, scanMessage, into, quotedMessageSQL, reply.TicketID, reply.ID, reply.CreatedAt)
+// QuotedMessage queues QuotedMessage of reply replyID on ticket ticketID;
+// into gets the message, or nil if none.
+func (b *Batch) QuotedMessage(ticketID string, replyID int64, into **Message) {
+	queueOptionalRow(b, "message quoted by", replyID, scanMessage, into, quotedMessageSQL, ticketID, replyID)
 }
 
 const quotedMessageSQL = `SELECT ` + messageColumns + ` FROM messages
-	WHERE ticket_id = $1 AND direction = 'inbound' AND NOT auto_submitted AND id <> $2 AND created_at <= $3
+	WHERE ticket_id = $1 AND direction = 'inbound' AND NOT auto_submitted AND id <> $2 AND created_at <= ` + replyTime + `
 	ORDER BY created_at DESC, id DESC LIMIT 1`
 
 // GetMessage returns the message with the given id, or ErrNotFound.

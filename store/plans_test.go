@@ -40,6 +40,20 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 			return err
 		},
 		func() error { _, err := st.SolvedBefore(ctx, time.Now(), 100); return err },
+		func() error { // what renders a reply, read with the mail
+			var (
+				reads  store.Batch
+				thread store.ThreadIDs
+				agent  *store.Agent
+				quoted *store.Message
+				files  []*store.AttachmentFile
+			)
+			reads.ReplyThread(first, 1, &thread)
+			reads.AuthorAgent(1, &agent)
+			reads.QuotedMessage(first, 1, &quoted)
+			reads.FilesToRender(1, &files)
+			return st.Send(ctx, &reads)
+		},
 		func() error { _, err := st.GetTicketSLA(ctx, first); return err },
 		func() error {
 			for _, p := range []store.ListTicketsParams{{Status: vocab.StatusOpen}, {Team: "billing"}, {Assignee: "ana"}, {CustomerID: "C-0001"},
