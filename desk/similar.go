@@ -123,13 +123,13 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 		return nil, err
 	}
 	var (
-		ix     *vectors.Index
-		recent = map[string]int64{}
-		since  time.Time
-		after  string
+		ix      *vectors.Index
+		recent  = map[string]int64{}
+		after   int64
+		afterID string
 	)
 	for {
-		rows, err := st.EmbeddedVectorsSince(ctx, since, after, syncPage)
+		rows, err := st.EmbeddedVectors(ctx, after, afterID, syncPage)
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +145,7 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 		if len(rows) < syncPage {
 			break
 		}
-		since, after = rows[len(rows)-1].UpdatedAt, rows[len(rows)-1].ID
+		after, afterID = rows[len(rows)-1].ChangedBy, rows[len(rows)-1].ID
 	}
 	if ix == nil {
 		// No vector yet: the next search reads again, from the start.

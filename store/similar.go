@@ -18,20 +18,20 @@ type TicketVector struct {
 	Team       string
 	CustomerID string
 	Merged     bool
-	UpdatedAt  time.Time
 	CreatedAt  time.Time
-	// ChangedBy is the transaction that last changed the ticket (tickets.changed_xid; 0 before migration 025).
+	// ChangedBy is the transaction that last changed what the index holds
+	// of the ticket (tickets.changed_xid).
 	ChangedBy int64
 }
 
-// EmbeddedVectorsSince returns the embedded tickets changed at or after
-// since, in the order of (updated_at, id), after the one at (since,
-// afterID) for a page past the first (afterID "" for the first), at most
-// limit of them: the rows of one transaction share an updated_at, however
-// many they are. Tickets without an embedding are not read at all.
-func (s *Store) EmbeddedVectorsSince(ctx context.Context, since time.Time, afterID string, limit int) ([]TicketVector, error) {
-	return s.ticketVectors(ctx, `WHERE embedding IS NOT NULL AND updated_at >= $1 AND (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`,
-		since, afterID, limit)
+// EmbeddedVectors returns the embedded tickets after the one at (after,
+// afterID) in the order of the transactions that last changed them and of
+// their ids (zero and "" for the first page), at most limit of them: a
+// full read, a page at a time. Tickets without an embedding are not read
+// at all.
+func (s *Store) EmbeddedVectors(ctx context.Context, after int64, afterID string, limit int) ([]TicketVector, error) {
+	return s.ticketVectors(ctx, `WHERE embedding IS NOT NULL AND (changed_xid, id) > ($1::bigint::text::xid8, $2)
+		ORDER BY changed_xid, id LIMIT $3`, after, afterID, limit)
 }
 
 // TicketChange is which transaction last changed a ticket.
@@ -96,12 +96,12 @@ func (s *Store) ticketVectors(ctx context.Context, where string, args ...any) ([
 	return list, nil
 }
 
-const ticketVectorColumns = `id, embedding, status, coalesce(team, ''), customer_id, merged_into IS NOT NULL, updated_at, created_at,
+const ticketVectorColumns = `id, embedding, status, coalesce(team, ''), customer_id, merged_into IS NOT NULL, created_at,
 	coalesce(changed_xid::text::bigint, 0)`
 
 func scanTicketVector(row pgx.CollectableRow) (TicketVector, error) {
 	var v TicketVector
-	err := row.Scan(&v.ID, &v.Embedding, &v.Status, &v.Team, &v.CustomerID, &v.Merged, &v.UpdatedAt, &v.CreatedAt, &v.ChangedBy)
+	err := row.Scan(&v.ID, &v.Embedding, &v.Status, &v.Team, &v.CustomerID, &v.Merged, &v.CreatedAt, &v.ChangedBy)
 	return v, err
 }
 
