@@ -98,3 +98,38 @@ func TestTheFullReadOfVectorsPagesThroughEveryEmbeddedTicketOnce(t *testing.T) {
 		t.Errorf("read %v, want %v: each embedded ticket once, by its transaction then its id", read, want)
 	}
 }
+
+// TestUpdatesOfWhatNoIndexHoldsAreHeapOnly: a draft, the first response's
+// time and the triage job change no indexed column of a ticket (not even
+// changed_xid or updated_at), so on a page with room PostgreSQL writes
+// them without touching the ticket's indexes (HOT; counted for the
+// transaction by pg_stat_xact_user_tables).
+func TestUpdatesOfWhatNoIndexHoldsAreHeapOnly(t *testing.T) {
+	t.Parallel()
+	pool, st := team(t)
+	ctx := context.Background()
+	id := newTicket(t, st)
+	var hot int64
+	err := store.Run(ctx, pool, func(tx *store.Tx) error {
+		tx.Later(func(b *store.Batch) { b.SetTicketEmbedding(id, make([]float32, 384), "") })
+		if err := tx.Flush(ctx); err != nil {
+			return err
+		}
+		txs := tx.Store()
+		for _, write := range []func() error{
+			func() error { return txs.SetTicketTriageJob(ctx, id, 7) },
+			func() error { return txs.SetTicketDraftReply(ctx, id, "Hello", 7) },
+		} {
+			if err := write(); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, `SELECT n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relid = 'tickets'::regclass`).Scan(&hot)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hot != 2 {
+		t.Errorf("%d of the two updates were heap-only, want both: one of them changed an indexed column", hot)
+	}
+}
