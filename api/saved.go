@@ -54,8 +54,8 @@ func (s *Server) createSavedReply(w http.ResponseWriter, r *http.Request, who vo
 	if err := decodeKeyed(w, r, &req); err != nil {
 		return err
 	}
-	return s.createOnce(w, r, who, req, func(ctx context.Context, _ *store.Tx) (int, any, error) {
-		saved, err := s.desk.AddSavedReply(ctx, a, &desk.SavedReplyParams{Title: req.Title, Body: req.Body, Team: req.Team})
+	return s.createOnce(w, r, who, req, func(ctx context.Context, tx *store.Tx) (int, any, error) {
+		saved, err := s.desk.AddSavedReplyTx(ctx, tx, a, &desk.SavedReplyParams{Title: req.Title, Body: req.Body, Team: req.Team})
 		if errors.Is(err, desk.ErrInvalidSavedReply) {
 			return 0, nil, unprocessable("invalid_saved_reply", "%s", err.Error())
 		}

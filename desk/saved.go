@@ -22,6 +22,18 @@ type SavedReplyParams struct {
 
 // AddSavedReply adds a saved reply; a team's only by one of its agents.
 func (d *Desk) AddSavedReply(ctx context.Context, agent *store.Agent, p *SavedReplyParams) (*store.SavedReply, error) {
+	var saved *store.SavedReply
+	err := store.Run(ctx, d.pool, func(tx *store.Tx) error {
+		var err error
+		saved, err = d.AddSavedReplyTx(ctx, tx, agent, p)
+		return err
+	})
+	return saved, err
+}
+
+// AddSavedReplyTx is AddSavedReply in the caller's transaction: an API
+// request's, whose Idempotency-Key is claimed in the same one.
+func (d *Desk) AddSavedReplyTx(ctx context.Context, tx *store.Tx, agent *store.Agent, p *SavedReplyParams) (*store.SavedReply, error) {
 	title, body := strings.TrimSpace(p.Title), strings.TrimSpace(p.Body)
 	if title == "" || len([]rune(title)) > 200 || body == "" || len([]rune(body)) > 20000 {
 		return nil, ErrInvalidSavedReply
@@ -35,7 +47,7 @@ func (d *Desk) AddSavedReply(ctx context.Context, agent *store.Agent, p *SavedRe
 	} else {
 		r.Owner = &agent.Name
 	}
-	return store.New(d.pool).InsertSavedReply(ctx, r)
+	return tx.Store().InsertSavedReply(ctx, r)
 }
 
 // SavedReplies lists the saved replies an agent may use.
