@@ -19,7 +19,10 @@ type Batch struct {
 	bulk []bulk
 	// reads are the queued statements whose answer is only read, never
 	// checked: they may go in the trip that commits (Tx.Commit), since no
-	// answer of theirs can call for a rollback.
+	// answer of theirs can call for a rollback. (One that fails to scan
+	// makes Commit report an error for a transaction that committed: mark
+	// only reads whose failure says nothing of the writes, and whose
+	// writes are safe to try again.)
 	reads map[*pgx.QueuedQuery]bool
 }
 
