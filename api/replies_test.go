@@ -173,27 +173,18 @@ func TestConcurrentCopiesOfASavedReplyMakeOne(t *testing.T) {
 	body := mustJSON(map[string]string{"title": "Thanks", "body": "Thanks!"})
 	const n = 10
 	var (
-		wg  sync.WaitGroup
 		mu  sync.Mutex
 		ids = map[any]int{}
 	)
-	start := make(chan struct{})
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			status, _, resp := b.do(t, b.bilal, "POST", "/v1/saved-replies", body, "saved-reply-key-1")
-			mu.Lock()
-			defer mu.Unlock()
-			if status != 201 {
-				t.Errorf("copy: %d %v", status, resp)
-			}
-			ids[resp["id"]]++
-		}()
-	}
-	close(start)
-	wg.Wait()
+	atOnce(n, func() {
+		status, _, resp := b.do(t, b.bilal, "POST", "/v1/saved-replies", body, "saved-reply-key-1")
+		mu.Lock()
+		defer mu.Unlock()
+		if status != 201 {
+			t.Errorf("copy: %d %v", status, resp)
+		}
+		ids[resp["id"]]++
+	})
 	_, _, list := b.do(t, b.bilal, "GET", "/v1/saved-replies", nil, "")
 	if got, _ := list["saved_replies"].([]any); len(got) != 1 || len(ids) != 1 {
 		t.Errorf("%d saved replies, answers naming %d: want one, and every copy its answer", len(got), len(ids))

@@ -109,30 +109,21 @@ func TestFiftyConcurrentCopiesMakeOneTicket(t *testing.T) {
 
 	const n = 50
 	var (
-		wg       sync.WaitGroup
 		mu       sync.Mutex
 		tickets  = map[any]int{}
 		replayed int
 		statuses = map[int]int{}
 	)
-	start := make(chan struct{})
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			status, h, resp := b.do(t, b.c22, "POST", "/v1/tickets", body, "race-key")
-			mu.Lock()
-			defer mu.Unlock()
-			statuses[status]++
-			tickets[resp["ticket_id"]]++
-			if h.Get("Idempotent-Replayed") == "true" {
-				replayed++
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	atOnce(n, func() {
+		status, h, resp := b.do(t, b.c22, "POST", "/v1/tickets", body, "race-key")
+		mu.Lock()
+		defer mu.Unlock()
+		statuses[status]++
+		tickets[resp["ticket_id"]]++
+		if h.Get("Idempotent-Replayed") == "true" {
+			replayed++
+		}
+	})
 
 	if statuses[202] != n || len(tickets) != 1 || replayed != n-1 {
 		t.Errorf("statuses %v, ticket ids %v, %d replayed; want %d × 202 with one ticket id and %d replayed",
@@ -141,6 +132,22 @@ func TestFiftyConcurrentCopiesMakeOneTicket(t *testing.T) {
 	if got, want := b.rows(t), (rows{store.Counts{Tickets: 1, Jobs: 1}, 1, 1}); got != want {
 		t.Errorf("rows = %+v, want %+v", got, want)
 	}
+}
+
+// atOnce runs send n times, all released together, and waits for them.
+func atOnce(n int, send func()) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			send()
+		}()
+	}
+	close(start)
+	wg.Wait()
 }
 
 func TestBadTicketRequestsWriteNothing(t *testing.T) {
