@@ -242,11 +242,11 @@ type SimilarTicket struct {
 // or any; the ticket itself and merged tickets left out.
 func (d *Desk) SimilarTickets(ctx context.Context, ticketID, status string, limit int) ([]SimilarTicket, error) {
 	st := store.New(d.pool)
-	t, err := st.GetTicket(ctx, ticketID)
+	vec, err := st.TicketEmbedding(ctx, ticketID)
 	if err != nil {
 		return nil, err
 	}
-	if t.Embedding == nil {
+	if vec == nil {
 		return nil, fmt.Errorf("ticket %s: %w", ticketID, ErrNotEmbedded)
 	}
 	keep := func(id string, m vectors.Meta) bool {
@@ -261,7 +261,7 @@ func (d *Desk) SimilarTickets(ctx context.Context, ticketID, status string, limi
 		}
 		return m.Status == string(vocab.StatusSolved)
 	}
-	hits, err := d.similarity.Similar(ctx, t.Embedding, limit, -1, keep)
+	hits, err := d.similarity.Similar(ctx, vec, limit, -1, keep)
 	if err != nil || len(hits) == 0 {
 		return []SimilarTicket{}, err
 	}

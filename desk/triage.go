@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/helpdesk-dev/helpdesk/provider"
@@ -67,15 +66,13 @@ func (d *Desk) TriageInput(ctx context.Context, jobID int64, ticketID, providerN
 	reads.NewestBodies(ticketID, vocab.DirectionOutbound, maxPromptReplies, &in.Ticket.AgentReplies)
 	reads.Teams(&in.Ticket.Teams)
 	reads.ProviderFree(providerName, &in.ProviderFree)
+	reads.JobEmbedding(ticketID, jobID, &in.Embedding)
 	if err := store.New(d.pool).Send(ctx, &reads); err != nil {
 		return nil, err
 	}
 	in.row = ticket
 	pt := &in.Ticket
 	pt.ID, pt.Subject, pt.CustomerName = ticket.ID, ticket.Subject, customer.Name
-	if slices.Contains(in.Done, TaskEmbed) {
-		in.Embedding = ticket.Embedding
-	}
 	if ticket.Team != nil {
 		pt.Team = *ticket.Team
 	}

@@ -84,16 +84,16 @@ func TestTriage(t *testing.T) {
 		if _, err := w.desk.SaveTriageStep(w.ctx, again); err != nil {
 			t.Fatal(err)
 		}
-		before := w.ticket(t, ticket.ID).Embedding
+		before, _ := w.st.TicketEmbedding(w.ctx, ticket.ID)
 		embedAgain := &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskEmbed, Output: "other",
 			Embedding: []float32{0, 0, 1}}
 		if _, err := w.desk.SaveTriageStep(w.ctx, embedAgain); err != nil {
 			t.Fatal(err)
 		}
-		got := w.ticket(t, ticket.ID)
-		if !slices.Equal(got.Embedding, before) {
-			t.Errorf("embedding %v, want %v: the second save changed it", got.Embedding, before)
+		if now, _ := w.st.TicketEmbedding(w.ctx, ticket.ID); len(before) == 0 || !slices.Equal(now, before) {
+			t.Errorf("embedding %v, want %v: the second save changed it", now, before)
 		}
+		got := w.ticket(t, ticket.ID)
 		runs, _ := w.st.ListAIRuns(w.ctx, ticket.ID)
 		if deref(got.Team) != "billing" || *got.Priority != 2 || len(runs) != 3 {
 			t.Errorf("team %v priority %v, %d results: the second save changed the ticket", got.Team, *got.Priority, len(runs))

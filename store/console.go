@@ -129,7 +129,7 @@ func (s *Store) Queue(ctx context.Context, p *QueueParams) ([]*QueueRow, int, er
 		var q QueueRow
 		t := &q.Ticket
 		err := row.Scan(&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
-			&t.DraftReply, &t.Embedding, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
+			&t.DraftReply, &t.Embedded, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
 			&t.Assignee, &t.FollowUpOf, &t.FirstResponseAt, &t.LastCustomerMessageAt, &t.DraftWrittenAt, &t.DraftJobID, &t.SolvedAt,
 			&t.SupportAddress, &t.DraftSources, &t.PossibleDuplicateOf, &t.MergedInto,
 			&q.CustomerName, &q.CustomerEmail, &q.Waiting, &q.Due, &q.Breached)

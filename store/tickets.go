@@ -23,8 +23,8 @@ type Ticket struct {
 	Team        *string // set by triage's classify step
 	Priority    *int16  // 1 (urgent) … 4 (low), set by classify
 	DraftReply  *string // set by triage's draft_reply step
-	Embedding   []float32
-	TriageJobID *int64 // the River job that triages the ticket
+	Embedded    bool    // triage wrote its vector (TicketEmbedding reads it)
+	TriageJobID *int64  // the River job that triages the ticket
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 
@@ -69,14 +69,16 @@ type InsertTicketParams struct {
 // ErrUnknownCustomer is a ticket for a customer that does not exist.
 var ErrUnknownCustomer = fmt.Errorf("unknown customer: %w", ErrConflict)
 
-const ticketColumns = `id, customer_id, subject, status, team, priority, draft_reply, embedding, triage_job_id, created_at, updated_at,
+// ticketColumns leave the vector out (1.5 KiB at 384 dimensions, which
+// few readers need: TicketEmbedding reads it).
+const ticketColumns = `id, customer_id, subject, status, team, priority, draft_reply, embedding IS NOT NULL, triage_job_id, created_at, updated_at,
 	assignee, follow_up_of, first_response_at, last_customer_message_at, draft_written_at, draft_job_id, solved_at, support_address,
 	draft_sources, possible_duplicate_of, merged_into`
 
 func scanTicket(row pgx.Row) (*Ticket, error) {
 	var t Ticket
 	if err := row.Scan(&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
-		&t.DraftReply, &t.Embedding, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
+		&t.DraftReply, &t.Embedded, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
 		&t.Assignee, &t.FollowUpOf, &t.FirstResponseAt, &t.LastCustomerMessageAt, &t.DraftWrittenAt, &t.DraftJobID, &t.SolvedAt,
 		&t.SupportAddress, &t.DraftSources, &t.PossibleDuplicateOf, &t.MergedInto); err != nil {
 		return nil, interpretError(err)
@@ -152,6 +154,40 @@ func (b *Batch) GetTicket(id string, into *Ticket) {
 }
 
 const getTicketSQL = `SELECT ` + ticketColumns + ` FROM tickets WHERE id = $1`
+
+// TicketEmbedding returns the ticket's vector, nil before triage writes
+// it; ErrNotFound for no such ticket.
+func (s *Store) TicketEmbedding(ctx context.Context, id string) ([]float32, error) {
+	v, err := one(ctx, s, func(b *Batch, into *[]float32) { b.TicketEmbedding(id, into) })
+	if err != nil {
+		return nil, err
+	}
+	return *v, nil
+}
+
+// TicketEmbedding queues TicketEmbedding; into gets the vector.
+func (b *Batch) TicketEmbedding(id string, into *[]float32) {
+	b.embedding(id, into, false, `SELECT embedding FROM tickets WHERE id = $1`, id)
+}
+
+// JobEmbedding queues the read of the ticket's vector if triage job jobID
+// wrote it (its embed step is saved); into gets nil otherwise.
+func (b *Batch) JobEmbedding(id string, jobID int64, into *[]float32) {
+	b.embedding(id, into, true, `SELECT embedding FROM tickets WHERE id = $1
+		AND EXISTS (SELECT 1 FROM ai_runs WHERE job_id = $2 AND task = 'embed')`, id, jobID)
+}
+
+// embedding queues a read of ticket id's vector; with none, into is nil,
+// and the error ErrNotFound unless missingOK.
+func (b *Batch) embedding(id string, into *[]float32, missingOK bool, sql string, args ...any) {
+	b.b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
+		err := interpretError(row.Scan(into))
+		if err == nil || (missingOK && errors.Is(err, ErrNotFound)) {
+			return nil
+		}
+		return fmt.Errorf("embedding of %s: %w", id, err)
+	})
+}
 
 // SetTicketTriageJob records which job triages the ticket.
 func (s *Store) SetTicketTriageJob(ctx context.Context, id string, jobID int64) error {
