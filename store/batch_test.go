@@ -156,6 +156,44 @@ func TestBatch(t *testing.T) {
 		}
 	})
 
+	t.Run("AMailsFilesAreReadToRenderItOnlyUntilItsBytesAreKept", func(t *testing.T) {
+		ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Invoice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionOutbound,
+			Author: "agent:alice", Body: "Attached.", Attachments: []*store.NewAttachment{{Filename: "invoice.pdf",
+				ContentType: "application/pdf", Size: 3, Content: blob.FromBytes([]byte("pdf"))}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{MessageID: msg.ID, FromAddress: "support@example.com",
+			Recipients: []store.Recipient{{Address: "ada@example.com", Kind: "to"}}}); err != nil {
+			t.Fatal(err)
+		}
+		toRender := func() []*store.AttachmentFile {
+			var files []*store.AttachmentFile
+			var b store.Batch
+			b.FilesToRender(msg.ID, &files)
+			if err := st.Send(ctx, &b); err != nil {
+				t.Fatal(err)
+			}
+			return files
+		}
+		if files := toRender(); len(files) != 1 || string(files[0].Content) != "pdf" {
+			t.Fatalf("before the bytes are kept: %+v, want the file with its content", files)
+		}
+		var kept store.Kept
+		var b store.Batch
+		b.KeepRenderedAndMarkSending(msg.ID, "", nil, []byte("rendered"), false, "relay", &kept)
+		if err := st.Send(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+		if files := toRender(); len(files) != 0 {
+			t.Errorf("after the bytes are kept: %d files read, want none", len(files))
+		}
+	})
+
 	t.Run("AnAttemptIsMarkedInTheBatchOnlyWhileTheRelayIsHealthy", func(t *testing.T) {
 		msg := outboundEmail(t, ctx, st, "Mail")
 		mark := func(relay string) bool {
