@@ -1,18 +1,28 @@
-// Package vectors finds the nearest of many unit vectors to one, exactly, by cosine similarity, over a compact in-memory copy.
+// Package vectors finds the nearest of many unit vectors to one by cosine similarity, over a compact in-memory copy.
 //
 // It is a package of its own because the search is one concern with its
 // own trade-offs, apart from the tickets it serves: PostgreSQL without
 // pgvector cannot rank 100,000 vectors fast (each row's real[] is
 // unpacked), so the desk keeps a copy here, refreshed from the store, and
-// asks it through an interface a pgvector query could take over. The
-// search is exact (recall 1.0): a scan of float32 vectors laid out one
-// after another, split across the CPUs, with the filter applied before
-// the arithmetic. At 384 dimensions a vector costs 1.5 KiB.
+// asks it through an interface a pgvector query could take over.
+//
+// A search goes in two passes over float32 vectors laid out one after
+// another, each split across the CPUs. The first ranks every vector by
+// the Hamming distance between its signs and the query's (one bit a
+// dimension: six words at 384 dimensions, so a million take a few
+// milliseconds) and asks the filter about the nearest first; the second
+// scores exactly the nearest that the filter keeps, at least
+// MinCandidates and a 64th of the index. The answer is exact whenever no
+// more vectors than that pass the filter (every search of an index of up
+// to MinCandidates, a filter that keeps one customer's tickets); above,
+// the benchmark measures its recall against an exact scan. At 384
+// dimensions a vector costs 1.5 KiB and 48 bytes of signs.
 package vectors
 
 import (
 	"container/heap"
 	"math"
+	"math/bits"
 	"runtime"
 	"sync"
 	"time"
@@ -41,6 +51,7 @@ type Index struct {
 	dims int
 	ids  []string
 	vecs []float32 // len(ids) × dims, one after another
+	sigs []uint64  // len(ids) × words: bit d of a vector's signature is set when its coordinate d is positive
 	meta []Meta
 	pos  map[string]int
 }
@@ -49,6 +60,9 @@ type Index struct {
 func New(dims int) *Index {
 	return &Index{dims: dims, pos: map[string]int{}}
 }
+
+// words is the length of a signature.
+func (ix *Index) words() int { return (ix.dims + 63) / 64 }
 
 // Dims is the length of the index's vectors.
 func (ix *Index) Dims() int { return ix.dims }
@@ -64,7 +78,7 @@ func (ix *Index) Len() int {
 func (ix *Index) Bytes() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return cap(ix.vecs) * 4
+	return cap(ix.vecs)*4 + cap(ix.sigs)*8
 }
 
 // Normalize returns v scaled to length 1 (a copy); nil for a zero vector
@@ -98,14 +112,18 @@ func (ix *Index) Put(id string, vec []float32, meta Meta) {
 		ix.removeLocked(id)
 		return
 	}
+	w := ix.words()
 	if i, ok := ix.pos[id]; ok {
 		copy(ix.vecs[i*ix.dims:(i+1)*ix.dims], unit)
+		signs(unit, ix.sigs[i*w:(i+1)*w])
 		ix.meta[i] = meta
 		return
 	}
 	ix.pos[id] = len(ix.ids)
 	ix.ids = append(ix.ids, id)
 	ix.vecs = append(ix.vecs, unit...)
+	ix.sigs = append(ix.sigs, make([]uint64, w)...)
+	signs(unit, ix.sigs[len(ix.sigs)-w:])
 	ix.meta = append(ix.meta, meta)
 }
 
@@ -130,13 +148,14 @@ func (ix *Index) removeLocked(id string) {
 	if !ok {
 		return
 	}
-	last := len(ix.ids) - 1
+	last, w := len(ix.ids)-1, ix.words()
 	if i != last { // the last one takes its place
 		ix.ids[i], ix.meta[i] = ix.ids[last], ix.meta[last]
 		copy(ix.vecs[i*ix.dims:(i+1)*ix.dims], ix.vecs[last*ix.dims:])
+		copy(ix.sigs[i*w:(i+1)*w], ix.sigs[last*w:])
 		ix.pos[ix.ids[i]] = i
 	}
-	ix.ids, ix.meta, ix.vecs = ix.ids[:last], ix.meta[:last], ix.vecs[:last*ix.dims]
+	ix.ids, ix.meta, ix.vecs, ix.sigs = ix.ids[:last], ix.meta[:last], ix.vecs[:last*ix.dims], ix.sigs[:last*w]
 	delete(ix.pos, id)
 }
 
@@ -151,6 +170,11 @@ func (ix *Index) Vector(id string) []float32 {
 	return append([]float32(nil), ix.vecs[i*ix.dims:(i+1)*ix.dims]...)
 }
 
+// MinCandidates is the fewest vectors a search scores exactly: the nearest
+// by their signs. An index holds more than 64 times as many before the
+// share grows (a 64th of it).
+const MinCandidates = 4096
+
 // Search returns the k vectors nearest q (cosine), best first, among those
 // keep takes (nil: all) and whose score is at least minScore; q need not
 // be a unit vector.
@@ -159,31 +183,89 @@ func (ix *Index) Search(q []float32, k int, minScore float32, keep func(id strin
 	if unit == nil || k <= 0 {
 		return nil
 	}
+	w := ix.words()
+	qsig := make([]uint64, w)
+	signs(unit, qsig)
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	n := len(ix.ids)
 	workers := max(1, min(runtime.GOMAXPROCS(0), n/2048+1))
-	parts := make([]topK, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		lo, hi := n*w/workers, n*(w+1)/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			top := topK{k: k}
-			for i := lo; i < hi; i++ {
-				if keep != nil && !keep(ix.ids[i], ix.meta[i]) {
-					continue
-				}
-				s := dot(unit, ix.vecs[i*ix.dims:(i+1)*ix.dims])
-				if s >= minScore {
-					top.offer(i, s)
-				}
-			}
-			parts[w] = top
-		}()
+
+	// First: every vector's distance to the query's signs, and how many
+	// are at each distance.
+	scratch := distances.Get().(*[]uint16)
+	defer distances.Put(scratch)
+	if cap(*scratch) < n {
+		*scratch = make([]uint16, n)
 	}
-	wg.Wait()
+	dist := (*scratch)[:n]
+	maxDist := min(w*64, dropped-1) // a vector of more than 65,534 dimensions ranks coarser
+	atDist := countByDistance(workers, n, maxDist, func(part, lo, hi int, c []int) {
+		for i := lo; i < hi; i++ {
+			d := min(hamming(qsig, ix.sigs[i*w:(i+1)*w]), maxDist)
+			dist[i] = uint16(d)
+			c[d]++
+		}
+	})
+
+	// Then the filter, nearest first: over the vectors of a band of
+	// distances wide enough to make up what is missing (were they all
+	// kept) and twice the band before, until enough are kept or none is
+	// left. A filter that keeps most vectors is asked about little more
+	// than the candidates, one that keeps few about every vector, in a few
+	// bands; the vectors it leaves out are marked dropped.
+	want := max(MinCandidates, n/64)
+	kept, done := atDist, maxDist // distances up to done have been filtered
+	if keep != nil {
+		kept, done = make([]int, maxDist+1), -1
+		for keptSoFar, band := 0, 0; keptSoFar < want && done < maxDist; {
+			from, to, in := done+1, done, 0
+			for to < maxDist && in < max(want-keptSoFar, 2*band) {
+				to++
+				in += atDist[to]
+			}
+			inBand := countByDistance(workers, n, maxDist, func(part, lo, hi int, c []int) {
+				for i := lo; i < hi; i++ {
+					if d := int(dist[i]); d >= from && d <= to {
+						if keep(ix.ids[i], ix.meta[i]) {
+							c[d]++
+						} else {
+							dist[i] = dropped
+						}
+					}
+				}
+			})
+			for d := from; d <= to; d++ {
+				kept[d] += inBand[d]
+				keptSoFar += inBand[d]
+			}
+			done, band = to, in
+		}
+	}
+	// The nearest distance that takes in enough kept candidates; all of
+	// them when fewer are kept.
+	within, taken := done, 0
+	for d := 0; d <= done; d++ {
+		if taken += kept[d]; taken >= want {
+			within = d
+			break
+		}
+	}
+
+	// Second pass: the candidates scored exactly.
+	parts := make([]topK, workers)
+	split(workers, n, func(part, lo, hi int) {
+		top := topK{k: k}
+		for i := lo; i < hi; i++ {
+			if d := dist[i]; d == dropped || int(d) > within {
+				continue
+			}
+			if s := dot(unit, ix.vecs[i*ix.dims:(i+1)*ix.dims]); s >= minScore {
+				top.offer(i, s)
+			}
+		}
+		parts[part] = top
+	})
 	all := topK{k: k}
 	for _, p := range parts {
 		for _, c := range p.items {
@@ -191,6 +273,63 @@ func (ix *Index) Search(q []float32, k int, minScore float32, keep func(id strin
 		}
 	}
 	return all.hits(ix)
+}
+
+// dropped marks, among a search's distances, a vector its filter left out.
+const dropped = math.MaxUint16
+
+// distances holds the first pass's scratch between searches (2 bytes a
+// vector): a search of a million would otherwise allocate 2 MiB.
+var distances = sync.Pool{New: func() any { return new([]uint16) }}
+
+// countByDistance runs count over n items in parts, each adding to counts
+// of its own by distance (0 to maxDist), and returns their sum.
+func countByDistance(parts, n, maxDist int, count func(part, lo, hi int, c []int)) []int {
+	each := make([][]int, parts)
+	split(parts, n, func(part, lo, hi int) {
+		each[part] = make([]int, maxDist+1)
+		count(part, lo, hi, each[part])
+	})
+	for _, c := range each[1:] {
+		for d, k := range c {
+			each[0][d] += k
+		}
+	}
+	return each[0]
+}
+
+// split runs f over n items in parts, one goroutine each when there are
+// several.
+func split(parts, n int, f func(part, lo, hi int)) {
+	if parts == 1 {
+		f(0, 0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() { f(p, n*p/parts, n*(p+1)/parts) })
+	}
+	wg.Wait()
+}
+
+// signs sets bit d of out when unit[d] is positive.
+func signs(unit []float32, out []uint64) {
+	clear(out)
+	for d, x := range unit {
+		if x > 0 {
+			out[d/64] |= 1 << (d % 64)
+		}
+	}
+}
+
+// hamming counts the bits in which two signatures differ.
+func hamming(a, b []uint64) int {
+	b = b[:len(a)]
+	d := 0
+	for i := range a {
+		d += bits.OnesCount64(a[i] ^ b[i])
+	}
+	return d
 }
 
 // dot is the dot product of two vectors of the same length, four lanes at

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,55 +110,167 @@ func TestIndex(t *testing.T) {
 	})
 }
 
-// BenchmarkSimilar measures the lookup at 10,000 and 100,000 tickets of
-// 384 floats beside an exact float64 scan of the same data, with its
-// recall against that scan and the memory the vectors take.
-func BenchmarkSimilar(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
-		rng := rand.New(rand.NewPCG(3, 4))
-		vecs := clustered(rng, n, 384)
-		ix := vectors.New(384)
+// TestSearchAboveMinCandidates covers indexes larger than what a search
+// scores exactly, where the vectors' signs choose the candidates.
+func TestSearchAboveMinCandidates(t *testing.T) {
+	t.Parallel()
+	const n, dims = 5 * vectors.MinCandidates, 128
+	build := func(seed uint64) (*vectors.Index, map[string][]float32) {
+		vecs := clustered(rand.New(rand.NewPCG(seed, 9)), n, dims)
+		ix := vectors.New(dims)
 		for id, v := range vecs {
-			ix.Put(id, v, vectors.Meta{Status: "solved"})
+			ix.Put(id, v, vectors.Meta{})
 		}
-		ids := make([]string, 0, n)
-		for id := range vecs {
-			ids = append(ids, id)
-		}
-		b.Run(fmt.Sprintf("tickets=%d", n), func(b *testing.B) {
-			var took []time.Duration
-			for i := 0; b.Loop(); i++ {
-				q := vecs[ids[i%len(ids)]]
-				start := time.Now()
-				ix.Search(q, 10, -1, func(_ string, m vectors.Meta) bool { return m.Status == "solved" })
-				took = append(took, time.Since(start))
-			}
-			slices.Sort(took)
-			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50_ms")
-			b.ReportMetric(float64(took[len(took)*95/100].Microseconds())/1000, "p95_ms")
-			// The exact scan of the same data, and the recall against it.
-			var exactTook []time.Duration
+		return ix, vecs
+	}
+
+	t.Run("ItFindsNearlyAllAnExactScanFinds", func(t *testing.T) {
+		t.Parallel()
+		ix, vecs := build(5)
+		// Without a filter, and with one that keeps nine in ten: the
+		// filter is asked about the nearest first, band after band.
+		for name, keep := range map[string]func(string) bool{
+			"all":         nil,
+			"nine in ten": func(id string) bool { return id[len(id)-1] != '7' },
+		} {
 			found, wanted := 0, 0
 			for i := range 20 {
-				q := vecs[ids[(i*7919)%len(ids)]]
-				start := time.Now()
-				want := exact(vecs, q, 10, nil)
-				exactTook = append(exactTook, time.Since(start))
+				q := vecs[fmt.Sprintf("T-%06d", i*997)]
 				got := map[string]bool{}
-				for _, h := range ix.Search(q, 10, -1, nil) {
+				var filter func(string, vectors.Meta) bool
+				if keep != nil {
+					filter = func(id string, _ vectors.Meta) bool { return keep(id) }
+				}
+				for _, h := range ix.Search(q, 10, -1, filter) {
 					got[h.ID] = true
 				}
-				for _, id := range want {
+				for _, id := range exact(vecs, q, 10, keep) {
 					wanted++
 					if got[id] {
 						found++
 					}
 				}
 			}
-			slices.Sort(exactTook)
-			b.ReportMetric(float64(exactTook[len(exactTook)/2].Microseconds())/1000, "exact_p50_ms")
-			b.ReportMetric(float64(found)/float64(wanted), "recall@10")
-			b.ReportMetric(float64(ix.Bytes())/(1<<20), "MiB")
-		})
+			if recall := float64(found) / float64(wanted); recall < 0.95 {
+				t.Errorf("%s: recall@10 %.2f of an exact scan, want at least 0.95", name, recall)
+			}
+		}
+	})
+
+	t.Run("AFilterThatKeepsFewIsAnsweredExactly", func(t *testing.T) {
+		t.Parallel()
+		ix, vecs := build(8)
+		few := func(id string) bool { return strings.HasSuffix(id, "00") } // one in a hundred
+		for i := range 10 {
+			q := vecs[fmt.Sprintf("T-%06d", i*1231)]
+			var got []string
+			for _, h := range ix.Search(q, 10, -1, func(id string, _ vectors.Meta) bool { return few(id) }) {
+				got = append(got, h.ID)
+			}
+			if want := exact(vecs, q, 10, few); !slices.Equal(got, want) {
+				t.Fatalf("got %v, want %v", got, want)
+			}
+		}
+	})
+
+	// A vector found only through its signature: the query itself, put
+	// in by replacing another vector, or moved by a removal into the
+	// removed vector's place.
+	far := func(q []float32) []float32 {
+		v := make([]float32, len(q))
+		for i, x := range q {
+			v[i] = -x
+		}
+		return v
 	}
+	t.Run("AReplacedVectorIsFoundByItsNewSigns", func(t *testing.T) {
+		t.Parallel()
+		ix, vecs := build(6)
+		q := vecs["T-000001"]
+		ix.Put("new", far(q), vectors.Meta{})
+		ix.Put("new", q, vectors.Meta{Team: "billing"})
+		hits := ix.Search(q, 2, -1, func(id string, _ vectors.Meta) bool { return id != "T-000001" })
+		if len(hits) == 0 || hits[0].ID != "new" || hits[0].Score < 0.999 || hits[0].Meta.Team != "billing" {
+			t.Errorf("hits %+v, want new first with score 1", hits)
+		}
+	})
+	t.Run("AVectorMovedByARemovalKeepsItsSigns", func(t *testing.T) {
+		t.Parallel()
+		ix, vecs := build(7)
+		q := vecs["T-000002"]
+		ix.Put("last", q, vectors.Meta{})
+		ix.Remove("T-000003") // the last vector takes its place
+		ix.Remove("T-000002")
+		hits := ix.Search(q, 1, -1, nil)
+		if len(hits) != 1 || hits[0].ID != "last" || hits[0].Score < 0.999 || ix.Len() != n-1 {
+			t.Errorf("hits %+v of %d, want last with score 1", hits, ix.Len())
+		}
+	})
+}
+
+// BenchmarkSimilar measures the lookup at 10,000 and 100,000 tickets of
+// 384 floats beside an exact float64 scan of the same data, with its
+// recall against that scan and the memory the vectors take.
+func BenchmarkSimilar(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		benchmarkSimilar(b, n, 20)
+	}
+}
+
+// BenchmarkSimilarAtAMillion is BenchmarkSimilar at a million tickets
+// (make bench-growth): 1.5 GiB of vectors, and a minute for the exact
+// scans its recall is measured against.
+func BenchmarkSimilarAtAMillion(b *testing.B) {
+	benchmarkSimilar(b, 1_000_000, 10)
+}
+
+// benchmarkSimilar searches an index of n clustered vectors for the ten
+// nearest of one of them, and measures recall over exact float64 scans
+// of the given number of them.
+func benchmarkSimilar(b *testing.B, n, exactScans int) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	vecs := clustered(rng, n, 384)
+	ix := vectors.New(384)
+	for id, v := range vecs {
+		ix.Put(id, v, vectors.Meta{Status: "solved"})
+	}
+	ids := make([]string, 0, n)
+	for id := range vecs {
+		ids = append(ids, id)
+	}
+	b.Run(fmt.Sprintf("tickets=%d", n), func(b *testing.B) {
+		var took []time.Duration
+		for i := 0; b.Loop(); i++ {
+			q := vecs[ids[i%len(ids)]]
+			start := time.Now()
+			ix.Search(q, 10, -1, func(_ string, m vectors.Meta) bool { return m.Status == "solved" })
+			took = append(took, time.Since(start))
+		}
+		slices.Sort(took)
+		b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50_ms")
+		b.ReportMetric(float64(took[len(took)*95/100].Microseconds())/1000, "p95_ms")
+		// The exact scan of the same data, and the recall against it.
+		var exactTook []time.Duration
+		found, wanted := 0, 0
+		for i := range exactScans {
+			q := vecs[ids[(i*7919)%len(ids)]]
+			start := time.Now()
+			want := exact(vecs, q, 10, nil)
+			exactTook = append(exactTook, time.Since(start))
+			got := map[string]bool{}
+			for _, h := range ix.Search(q, 10, -1, nil) {
+				got[h.ID] = true
+			}
+			for _, id := range want {
+				wanted++
+				if got[id] {
+					found++
+				}
+			}
+		}
+		slices.Sort(exactTook)
+		b.ReportMetric(float64(exactTook[len(exactTook)/2].Microseconds())/1000, "exact_p50_ms")
+		b.ReportMetric(float64(found)/float64(wanted), "recall@10")
+		b.ReportMetric(float64(ix.Bytes())/(1<<20), "MiB")
+	})
 }
