@@ -2,6 +2,7 @@ package vectors_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -14,22 +15,21 @@ import (
 
 // exact is the reference: every vector scored one by one, in float64.
 func exact(vecs map[string][]float32, q []float32, k int, keep func(string) bool) []string {
-	unit := vectors.Normalize(q, len(q))
 	type scored struct {
 		id string
 		s  float64
 	}
 	var all []scored
+	qq := norm(q)
 	for id, v := range vecs {
 		if keep != nil && !keep(id) {
 			continue
 		}
-		u := vectors.Normalize(v, len(v))
 		var s float64
-		for i := range u {
-			s += float64(u[i]) * float64(unit[i])
+		for i := range v {
+			s += float64(v[i]) * float64(q[i])
 		}
-		all = append(all, scored{id, s})
+		all = append(all, scored{id, s / (norm(v) * qq)})
 	}
 	sort.Slice(all, func(a, b int) bool { return all[a].s > all[b].s })
 	var out []string
@@ -37,6 +37,15 @@ func exact(vecs map[string][]float32, q []float32, k int, keep func(string) bool
 		out = append(out, s.id)
 	}
 	return out
+}
+
+// norm is a vector's length, in float64.
+func norm(v []float32) float64 {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	return math.Sqrt(s)
 }
 
 // clustered makes n vectors around 50 centres, as tickets about the same
@@ -114,7 +123,7 @@ func TestIndex(t *testing.T) {
 // scores exactly, where the vectors' signs choose the candidates.
 func TestSearchAboveMinCandidates(t *testing.T) {
 	t.Parallel()
-	const n, dims = 5 * vectors.MinCandidates, 128
+	const n, dims = 3 * vectors.MinCandidates, 128
 	build := func(seed uint64) (*vectors.Index, map[string][]float32) {
 		vecs := clustered(rand.New(rand.NewPCG(seed, 9)), n, dims)
 		ix := vectors.New(dims)
@@ -134,7 +143,7 @@ func TestSearchAboveMinCandidates(t *testing.T) {
 			"nine in ten": func(id string) bool { return id[len(id)-1] != '7' },
 		} {
 			found, wanted := 0, 0
-			for i := range 20 {
+			for i := range 10 {
 				q := vecs[fmt.Sprintf("T-%06d", i*997)]
 				got := map[string]bool{}
 				var filter func(string, vectors.Meta) bool
@@ -151,7 +160,9 @@ func TestSearchAboveMinCandidates(t *testing.T) {
 					}
 				}
 			}
-			if recall := float64(found) / float64(wanted); recall < 0.95 {
+			recall := float64(found) / float64(wanted)
+			t.Logf("%s: recall@10 %.2f", name, recall)
+			if recall < 0.95 {
 				t.Errorf("%s: recall@10 %.2f of an exact scan, want at least 0.95", name, recall)
 			}
 		}
