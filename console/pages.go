@@ -100,25 +100,14 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, a *agent) {
 	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 && n < 100000 {
 		p.Offset = (n - 1) * pageSize
 	}
-	rows, total, err := st.Queue(ctx, p)
+	qp, err := st.QueuePage(ctx, p)
 	if err != nil {
 		c.internal(w, r, err)
 		return
 	}
-	counts, err := st.QueueCounts(ctx, a.Name, a.Teams)
-	if err != nil {
-		c.internal(w, r, err)
-		return
-	}
-	timed, err := st.AnyTicketSLA(ctx)
-	if err != nil {
-		c.internal(w, r, err)
-		return
-	}
-	teams, _ := st.Teams(ctx)
-	agents, _ := st.ListAgents(ctx)
+	rows, total, timed, agents := qp.Rows, qp.Total, qp.Timed, qp.Agents
 	d := &queueData{View: view, Rows: rows, Total: total, From: p.Offset + 1, To: p.Offset + len(rows), Status: p.Status,
-		Team: p.Team, Assignee: p.Assignee, Q: p.Search, Priority: int(p.Priority), Teams: teams, ShowSLA: timed, Now: time.Now()}
+		Team: p.Team, Assignee: p.Assignee, Q: p.Search, Priority: int(p.Priority), Teams: qp.Teams, ShowSLA: timed, Now: time.Now()}
 	if len(rows) == 0 {
 		d.From = 0
 	}
@@ -138,7 +127,7 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, a *agent) {
 		if v == "due" && !timed {
 			continue
 		}
-		d.Views = append(d.Views, viewTab{Key: v, Name: viewNames[v], Count: counts[v], Current: v == view, URL: Prefix + "/?view=" + v})
+		d.Views = append(d.Views, viewTab{Key: v, Name: viewNames[v], Count: qp.Counts[v], Current: v == view, URL: Prefix + "/?view=" + v})
 	}
 	link := func(page int) string {
 		v := url.Values{}

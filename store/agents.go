@@ -102,15 +102,23 @@ func (b *Batch) AuthorAgent(messageID int64, into **Agent) {
 
 // ListAgents returns every agent, by name.
 func (s *Store) ListAgents(ctx context.Context) ([]*Agent, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+agentColumns+` FROM agents a ORDER BY a.name`)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Agent, error) { return scanAgent(row) })
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
+	var list []*Agent
+	if err := exec(ctx, s, func(b *Batch) { b.ListAgents(&list) }); err != nil {
+		return nil, err
 	}
 	return list, nil
+}
+
+// ListAgents queues ListAgents; into gets the agents.
+func (b *Batch) ListAgents(into *[]*Agent) {
+	b.b.Queue(`SELECT ` + agentColumns + ` FROM agents a ORDER BY a.name`).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Agent, error) { return scanAgent(row) })
+		if err != nil {
+			return fmt.Errorf("list agents: %w", err)
+		}
+		*into = list
+		return nil
+	})
 }
 
 // TeamAgents returns the active agents of a team, by name.

@@ -102,71 +102,98 @@ func likeEscape(s string) string {
 // took 130 ms, five views' counts half a second).
 const CountCap = 1000
 
-// Queue returns a page of a view, newest customer message first, and how
+// Queue queues a page of a view, newest customer message first, and how
 // many tickets the view holds with these filters, counted up to the
 // page's end and CountCap beyond: more than Offset + CountCap says only
 // "more".
-func (s *Store) Queue(ctx context.Context, p *QueueParams) ([]*QueueRow, int, error) {
+func (b *Batch) Queue(p *QueueParams, rows *[]*QueueRow, total *int) {
 	where, args := queueWhere(p, p.View)
-	var total int
-	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM (SELECT FROM tickets t JOIN customers c ON c.id = t.customer_id WHERE `+where+
-		` LIMIT `+strconv.Itoa(p.Offset+CountCap+1)+`) capped`, args...).
-		Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("queue: %w", err)
-	}
+	b.b.Queue(`SELECT count(*) FROM (SELECT FROM tickets t JOIN customers c ON c.id = t.customer_id WHERE `+where+
+		` LIMIT `+strconv.Itoa(p.Offset+CountCap+1)+`) capped`, args...).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(total); err != nil {
+			return fmt.Errorf("queue: %w", err)
+		}
+		return nil
+	})
 	args = append(args, p.Limit, p.Offset)
 	cols := strings.ReplaceAll("t."+ticketColumns, ", ", ", t.")
 	cols = strings.ReplaceAll(cols, ",\n\t", ",\n\tt.")
-	rows, err := s.db.Query(ctx, `SELECT `+cols+`, c.name, c.email, coalesce(t.last_customer_message_at, t.created_at),
+	b.b.Queue(`SELECT `+cols+`, c.name, c.email, coalesce(t.last_customer_message_at, t.created_at),
 		least(sl.first_response_due, sl.next_response_due, sl.resolution_due), coalesce(sl.breached, false)
 		FROM tickets t JOIN customers c ON c.id = t.customer_id LEFT JOIN ticket_slas sl ON sl.ticket_id = t.id
 		WHERE `+where+` ORDER BY coalesce(t.last_customer_message_at, t.created_at) DESC, t.id DESC
-		LIMIT $`+strconv.Itoa(len(args)-1)+` OFFSET $`+strconv.Itoa(len(args)), args...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("queue: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*QueueRow, error) {
-		var q QueueRow
-		t := &q.Ticket
-		err := row.Scan(&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
-			&t.DraftReply, &t.Embedded, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
-			&t.Assignee, &t.FollowUpOf, &t.FirstResponseAt, &t.LastCustomerMessageAt, &t.DraftWrittenAt, &t.DraftJobID, &t.SolvedAt,
-			&t.SupportAddress, &t.DraftSources, &t.PossibleDuplicateOf, &t.MergedInto,
-			&q.CustomerName, &q.CustomerEmail, &q.Waiting, &q.Due, &q.Breached)
-		return &q, err
+		LIMIT $`+strconv.Itoa(len(args)-1)+` OFFSET $`+strconv.Itoa(len(args)), args...).Query(func(r pgx.Rows) error {
+		list, err := pgx.CollectRows(r, func(row pgx.CollectableRow) (*QueueRow, error) {
+			var q QueueRow
+			t := &q.Ticket
+			err := row.Scan(&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
+				&t.DraftReply, &t.Embedded, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
+				&t.Assignee, &t.FollowUpOf, &t.FirstResponseAt, &t.LastCustomerMessageAt, &t.DraftWrittenAt, &t.DraftJobID, &t.SolvedAt,
+				&t.SupportAddress, &t.DraftSources, &t.PossibleDuplicateOf, &t.MergedInto,
+				&q.CustomerName, &q.CustomerEmail, &q.Waiting, &q.Due, &q.Breached)
+			return &q, err
+		})
+		if err != nil {
+			return fmt.Errorf("queue: %w", err)
+		}
+		*rows = list
+		return nil
 	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("queue: %w", err)
-	}
-	return list, total, nil
 }
 
-// QueueCounts counts each view for the agent, without filters, up to
-// CountCap + 1.
-func (s *Store) QueueCounts(ctx context.Context, agent string, teams []string) (map[string]int, error) {
-	var b Batch
-	out := map[string]int{}
+// QueueCounts queues a count of each view for the agent, without filters,
+// up to CountCap + 1; into gets them by view.
+func (b *Batch) QueueCounts(agent string, teams []string, into map[string]int) {
 	for _, v := range Views {
 		where, args := queueWhere(&QueueParams{Agent: agent, Teams: teams}, v)
 		b.b.Queue(`SELECT count(*) FROM (SELECT FROM tickets t WHERE `+where+` LIMIT `+strconv.Itoa(CountCap+1)+`) capped`, args...).QueryRow(func(row pgx.Row) error {
 			var n int
-			err := row.Scan(&n)
-			out[v] = n
-			return err
+			if err := row.Scan(&n); err != nil {
+				return fmt.Errorf("queue counts: %w", err)
+			}
+			into[v] = n
+			return nil
 		})
 	}
-	if err := s.Send(ctx, &b); err != nil {
-		return nil, fmt.Errorf("queue counts: %w", err)
-	}
-	return out, nil
 }
 
-// AnyTicketSLA reports whether any ticket is timed: the console shows
-// "Due soon" then.
-func (s *Store) AnyTicketSLA(ctx context.Context) (bool, error) {
-	var any bool
-	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ticket_slas)`).Scan(&any)
-	return any, err
+// AnyTicketSLA queues whether any ticket is timed (the console shows "Due
+// soon" then); into gets it.
+func (b *Batch) AnyTicketSLA(into *bool) {
+	b.b.Queue(`SELECT EXISTS (SELECT 1 FROM ticket_slas)`).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(into); err != nil {
+			return fmt.Errorf("any ticket timed: %w", err)
+		}
+		return nil
+	})
+}
+
+// QueuePage is what the console's queue page shows: a page of a view
+// (QueueParams) and its count, every view's count for the agent, whether
+// any ticket is timed, and the teams and agents to filter by.
+type QueuePage struct {
+	Rows   []*QueueRow
+	Total  int
+	Counts map[string]int
+	Timed  bool
+	Teams  []string
+	Agents []*Agent
+}
+
+// QueuePage reads a queue page in one round trip.
+func (s *Store) QueuePage(ctx context.Context, p *QueueParams) (*QueuePage, error) {
+	page := &QueuePage{Counts: map[string]int{}}
+	err := exec(ctx, s, func(b *Batch) {
+		b.Queue(p, &page.Rows, &page.Total)
+		b.QueueCounts(p.Agent, p.Teams, page.Counts)
+		b.AnyTicketSLA(&page.Timed)
+		b.Teams(&page.Teams)
+		b.ListAgents(&page.Agents)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
 }
 
 // NewestMessage reads the id of a ticket's newest customer message or

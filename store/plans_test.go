@@ -67,11 +67,11 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 		},
 		func() error {
 			for _, v := range []string{"mine", "unassigned", "open", "pending", "due"} {
-				if _, _, err := st.Queue(ctx, &store.QueueParams{Agent: "ana", Teams: []string{"billing"}, View: v, Limit: 50}); err != nil {
+				if _, err := st.QueuePage(ctx, &store.QueueParams{Agent: "ana", Teams: []string{"billing"}, View: v, Limit: 50}); err != nil {
 					return err
 				}
 			}
-			_, _, err := st.Queue(ctx, &store.QueueParams{View: "all", Search: first, Limit: 50})
+			_, err := st.QueuePage(ctx, &store.QueueParams{View: "all", Search: first, Limit: 50})
 			return err
 		},
 		func() error {
@@ -85,10 +85,13 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The "all" view's count holds nearly every ticket and stops at
+	// CountCap + 1: the first rows of the table serve it as well as an index.
+	allCount := "SELECT count(*) FROM (SELECT FROM tickets t WHERE t.merged_into IS NULL LIMIT"
 	for _, s := range trips.Statements() {
 		sql := strings.TrimSpace(s.SQL)
 		verb := strings.ToUpper(strings.Fields(sql)[0])
-		if verb != "SELECT" && verb != "UPDATE" && verb != "DELETE" && verb != "WITH" {
+		if verb != "SELECT" && verb != "UPDATE" && verb != "DELETE" && verb != "WITH" || strings.HasPrefix(sql, allCount) {
 			continue
 		}
 		plan := explain(t, pool, sql, s.Args)
