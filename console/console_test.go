@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
 	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
@@ -132,6 +134,38 @@ func TestConsoleWithoutJavaScript(t *testing.T) {
 		}
 		if replies != 1 {
 			t.Errorf("%d replies written, want alice's alone", replies)
+		}
+	})
+
+	t.Run("AReplysDeliveryAndTheTicketsHistoryAreShown", func(t *testing.T) {
+		c := w.client(t)
+		c.signIn(w.keys["alice"])
+		ticket, err := w.Store.GetTicket(w.Ctx, w.ticket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from, to := ticket.Status, vocab.StatusPending // the reply changes the status, whatever it was
+		if from == to {
+			to = vocab.StatusOpen
+		}
+		_, page := c.get("/ui/tickets/" + w.ticket)
+		status, _ := c.post("/ui/tickets/"+w.ticket+"/reply", url.Values{"body": {"Alice: sent on its way."}, "status": {string(to)},
+			"seen_message": {seenOn(t, page)}})
+		if status != http.StatusOK {
+			t.Fatalf("reply: %d", status)
+		}
+		var job int64
+		if err := w.Pool.QueryRow(w.Ctx, `SELECT job_id FROM outbound_emails WHERE message_id =
+			(SELECT max(id) FROM messages WHERE ticket_id = $1 AND direction = 'outbound')`, w.ticket).Scan(&job); err != nil {
+			t.Fatal(err)
+		}
+		jobstest.WaitFor(t, w.queue, job, jobs.StateSucceeded, 30*time.Second)
+		_, page = c.get("/ui/tickets/" + w.ticket)
+		if !strings.Contains(page, `<ul class="delivery" aria-label="Delivery"><li>c1@example.com: sent</li></ul>`) {
+			t.Error("the ticket page does not show the reply delivered to the customer")
+		}
+		if !strings.Contains(page, fmt.Sprintf("agent:alice: status from %s to %s</li>", from, to)) {
+			t.Error("the ticket page's history does not show alice's change of status")
 		}
 	})
 

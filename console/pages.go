@@ -184,27 +184,31 @@ type ticketData struct {
 func (c *Console) ticketPage(r *http.Request, a *agent, id string) (*ticketData, error) {
 	ctx := r.Context()
 	st := store.New(c.pool)
-	t, err := st.GetTicket(ctx, id)
-	if err != nil {
+	var (
+		t          store.Ticket
+		customer   store.Customer
+		msgs       []*store.Message
+		deliveries = map[int64]*store.OutboundEmail{}
+		files      = map[int64][]*store.Attachment{}
+		teams      []string
+		agents     []*store.Agent
+		events     []*store.TicketEvent
+		reads      store.Batch
+		err        error
+	)
+	// What the store alone answers, in one trip; the desk's answers after.
+	reads.GetTicket(id, &t)
+	reads.CustomerOfTicket(id, &customer)
+	reads.ListMessages(id, &msgs)
+	reads.ListOutboundEmails(id, deliveries)
+	reads.AttachmentsOfTicket(id, files)
+	reads.Teams(&teams)
+	reads.ListAgents(&agents)
+	reads.ListTicketEvents(id, &events)
+	if err = st.Send(ctx, &reads); err != nil {
 		return nil, err
 	}
-	customer, err := st.GetCustomer(ctx, t.CustomerID)
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := st.ListMessages(ctx, t.ID)
-	if err != nil {
-		return nil, err
-	}
-	deliveries, err := st.ListOutboundEmails(ctx, t.ID)
-	if err != nil {
-		return nil, err
-	}
-	files, err := st.AttachmentsOfTicket(ctx, t.ID)
-	if err != nil {
-		return nil, err
-	}
-	d := &ticketData{Ticket: t, Customer: customer, Status: string(vocab.StatusPending)}
+	d := &ticketData{Ticket: &t, Customer: &customer, Teams: teams, Events: events, Status: string(vocab.StatusPending)}
 	for _, m := range msgs {
 		item := messageItem{Message: m, Who: string(m.Author), Attachments: files[m.ID]}
 		switch m.Direction {
@@ -236,8 +240,6 @@ func (c *Console) ticketPage(r *http.Request, a *agent, id string) (*ticketData,
 		d.Draft, d.DraftStale = *t.DraftReply, !t.DraftIsCurrent()
 	}
 	d.ReplyText = d.Draft
-	d.Teams, _ = st.Teams(ctx)
-	agents, _ := st.ListAgents(ctx)
 	for _, ag := range agents {
 		if ag.Active() {
 			d.Agents = append(d.Agents, ag.Name)
@@ -256,12 +258,9 @@ func (c *Console) ticketPage(r *http.Request, a *agent, id string) (*ticketData,
 		return nil, err
 	}
 	for _, s := range d.Saved {
-		s.Body = desk.FillSavedReply(s.Body, t, customer, a.Agent)
+		s.Body = desk.FillSavedReply(s.Body, &t, &customer, a.Agent)
 	}
 	if d.Present, err = st.SeePresence(ctx, t.ID, a.Name, "viewing", presenceFresh); err != nil {
-		return nil, err
-	}
-	if d.Events, err = st.ListTicketEvents(ctx, t.ID); err != nil {
 		return nil, err
 	}
 	var parts []string

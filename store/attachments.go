@@ -100,21 +100,27 @@ func (b *Batch) InsertAttachments(messageID *int64, list []*NewAttachment, into 
 // AttachmentsOfTicket returns the attachments of the ticket's messages by
 // message id, each message's in order.
 func (s *Store) AttachmentsOfTicket(ctx context.Context, ticketID string) (map[int64][]*Attachment, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+prefixed("a.", attachmentColumns)+`
-		FROM attachments a JOIN messages m ON m.id = a.message_id
-		WHERE m.ticket_id = $1 ORDER BY a.message_id, a.position, a.id`, ticketID)
-	if err != nil {
-		return nil, fmt.Errorf("attachments of %s: %w", ticketID, err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Attachment, error) { return scanAttachment(row) })
-	if err != nil {
-		return nil, fmt.Errorf("attachments of %s: %w", ticketID, err)
-	}
 	byMessage := map[int64][]*Attachment{}
-	for _, a := range list {
-		byMessage[*a.MessageID] = append(byMessage[*a.MessageID], a)
+	if err := exec(ctx, s, func(b *Batch) { b.AttachmentsOfTicket(ticketID, byMessage) }); err != nil {
+		return nil, err
 	}
 	return byMessage, nil
+}
+
+// AttachmentsOfTicket queues AttachmentsOfTicket; into gets them by message id.
+func (b *Batch) AttachmentsOfTicket(ticketID string, into map[int64][]*Attachment) {
+	b.b.Queue(`SELECT `+prefixed("a.", attachmentColumns)+`
+		FROM attachments a JOIN messages m ON m.id = a.message_id
+		WHERE m.ticket_id = $1 ORDER BY a.message_id, a.position, a.id`, ticketID).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Attachment, error) { return scanAttachment(row) })
+		if err != nil {
+			return fmt.Errorf("attachments of %s: %w", ticketID, err)
+		}
+		for _, a := range list {
+			into[*a.MessageID] = append(into[*a.MessageID], a)
+		}
+		return nil
+	})
 }
 
 // TicketAttachment returns an attachment of one of the ticket's messages

@@ -213,15 +213,23 @@ func (b *Batch) Now(now *time.Time) {
 
 // ListMessages returns a ticket's messages, oldest first.
 func (s *Store) ListMessages(ctx context.Context, ticketID string) ([]*Message, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE ticket_id = $1 ORDER BY created_at, id`, ticketID)
-	if err != nil {
-		return nil, fmt.Errorf("list messages of %s: %w", ticketID, err)
-	}
-	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Message, error) { return scanMessage(row) })
-	if err != nil {
-		return nil, fmt.Errorf("list messages of %s: %w", ticketID, err)
+	var msgs []*Message
+	if err := exec(ctx, s, func(b *Batch) { b.ListMessages(ticketID, &msgs) }); err != nil {
+		return nil, err
 	}
 	return msgs, nil
+}
+
+// ListMessages queues ListMessages; into gets the messages.
+func (b *Batch) ListMessages(ticketID string, into *[]*Message) {
+	b.b.Queue(`SELECT `+messageColumns+` FROM messages WHERE ticket_id = $1 ORDER BY created_at, id`, ticketID).Query(func(rows pgx.Rows) error {
+		msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Message, error) { return scanMessage(row) })
+		if err != nil {
+			return fmt.Errorf("list messages of %s: %w", ticketID, err)
+		}
+		*into = msgs
+		return nil
+	})
 }
 
 // ThreadIDs are the Message-IDs a reply's thread headers are built from.

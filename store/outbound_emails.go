@@ -167,47 +167,51 @@ const getOutboundSQL = `SELECT ` + outboundColumns + ` FROM outbound_emails WHER
 // ListOutboundEmails returns the deliveries of a ticket's outbound
 // messages, by message id.
 func (s *Store) ListOutboundEmails(ctx context.Context, ticketID string) (map[int64]*OutboundEmail, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+outboundColumns+` FROM outbound_emails
-		WHERE message_id IN (SELECT id FROM messages WHERE ticket_id = $1)`, ticketID)
-	if err != nil {
-		return nil, fmt.Errorf("list outbound emails of %s: %w", ticketID, err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*OutboundEmail, error) { return scanOutbound(row) })
-	if err != nil {
-		return nil, fmt.Errorf("list outbound emails of %s: %w", ticketID, err)
-	}
-	out := make(map[int64]*OutboundEmail, len(list))
-	ids := make([]int64, 0, len(list))
-	for _, e := range list {
-		out[e.MessageID] = e
-		ids = append(ids, e.MessageID)
-	}
-	byMessage, err := s.recipients(ctx, ids)
-	if err != nil {
+	out := map[int64]*OutboundEmail{}
+	if err := exec(ctx, s, func(b *Batch) { b.ListOutboundEmails(ticketID, out) }); err != nil {
 		return nil, err
-	}
-	for id, rs := range byMessage {
-		out[id].Recipients = rs
 	}
 	return out, nil
 }
 
-func (s *Store) recipients(ctx context.Context, messageIDs []int64) (map[int64][]*Recipient, error) {
-	rows, err := s.db.Query(ctx, recipientsSQL, messageIDs)
-	if err != nil {
-		return nil, fmt.Errorf("list recipients: %w", err)
-	}
-	return scanRecipients(rows)
+// ListOutboundEmails queues ListOutboundEmails: the deliveries, then their
+// recipients; into gets the deliveries by message id.
+func (b *Batch) ListOutboundEmails(ticketID string, into map[int64]*OutboundEmail) {
+	b.b.Queue(`SELECT `+outboundColumns+` FROM outbound_emails
+		WHERE message_id IN (SELECT id FROM messages WHERE ticket_id = $1)`, ticketID).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*OutboundEmail, error) { return scanOutbound(row) })
+		if err != nil {
+			return fmt.Errorf("list outbound emails of %s: %w", ticketID, err)
+		}
+		for _, e := range list {
+			into[e.MessageID] = e
+		}
+		return nil
+	})
+	b.b.Queue(ticketRecipientsSQL, ticketID).Query(func(rows pgx.Rows) error {
+		byMessage, err := scanRecipients(rows)
+		if err != nil {
+			return fmt.Errorf("list outbound emails of %s: %w", ticketID, err)
+		}
+		for id, rs := range byMessage {
+			if e := into[id]; e != nil {
+				e.Recipients = rs
+			}
+		}
+		return nil
+	})
 }
 
-// recipientsSQL reads the recipients of several messages; messageRecipientsSQL
-// of one, which every delivery reads. PostgreSQL planned the first for
-// every delivery anew, at four times what running it cost: its plan for an
-// array of unknown length never looks cheaper than one for the array given
-// (with or without the table's statistics). With a plain message id it
-// keeps one plan per connection.
+// ticketRecipientsSQL reads the recipients of a ticket's messages, in the
+// trip that reads their deliveries; messageRecipientsSQL those of one,
+// which every delivery reads. Each takes a plain id, so that PostgreSQL
+// keeps one plan per connection: an array of message ids (as the first
+// read once took) was planned anew for every delivery, at four times what
+// running it cost, its plan for an array of unknown length never looking
+// cheaper than one for the array given.
 const (
-	recipientsSQL        = recipientsSelect + ` WHERE message_id = ANY($1) ORDER BY message_id, kind DESC, address`
+	ticketRecipientsSQL = recipientsSelect + ` WHERE message_id IN (SELECT id FROM messages WHERE ticket_id = $1)
+		ORDER BY message_id, kind DESC, address`
 	messageRecipientsSQL = recipientsSelect + ` WHERE message_id = $1 ORDER BY kind DESC, address`
 	recipientsSelect     = `SELECT message_id, address, display_name, kind, state, smtp_code, smtp_enhanced, smtp_text, sent_at,
 		EXISTS (SELECT 1 FROM suppressions p WHERE p.address = lower(r.address) AND p.expires_at > now())

@@ -35,13 +35,21 @@ func (b *Batch) InsertTicketEvent(ticketID string, e *TicketEvent) {
 
 // ListTicketEvents returns a ticket's changes, oldest first.
 func (s *Store) ListTicketEvents(ctx context.Context, ticketID string) ([]*TicketEvent, error) {
-	rows, err := s.db.Query(ctx, `SELECT actor, what, from_value, to_value, created_at FROM ticket_events WHERE ticket_id = $1 ORDER BY id`, ticketID)
-	if err != nil {
-		return nil, fmt.Errorf("events of %s: %w", ticketID, err)
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[TicketEvent])
-	if err != nil {
-		return nil, fmt.Errorf("events of %s: %w", ticketID, err)
+	var list []*TicketEvent
+	if err := exec(ctx, s, func(b *Batch) { b.ListTicketEvents(ticketID, &list) }); err != nil {
+		return nil, err
 	}
 	return list, nil
+}
+
+// ListTicketEvents queues ListTicketEvents; into gets the events.
+func (b *Batch) ListTicketEvents(ticketID string, into *[]*TicketEvent) {
+	b.b.Queue(`SELECT actor, what, from_value, to_value, created_at FROM ticket_events WHERE ticket_id = $1 ORDER BY id`, ticketID).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[TicketEvent])
+		if err != nil {
+			return fmt.Errorf("events of %s: %w", ticketID, err)
+		}
+		*into = list
+		return nil
+	})
 }
