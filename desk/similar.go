@@ -128,6 +128,9 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 		after   int64
 		afterID string
 	)
+	s.mu.Lock()
+	prev := s.index
+	s.mu.Unlock()
 	for {
 		rows, err := st.EmbeddedVectors(ctx, after, afterID, syncPage)
 		if err != nil {
@@ -136,6 +139,11 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 		for _, r := range rows {
 			if ix == nil && r.Embedding != nil {
 				ix = vectors.New(len(r.Embedding))
+				// About as many as the index it replaces: filling it then
+				// never copies what it holds.
+				if prev != nil && prev.Dims() == ix.Dims() {
+					ix.Reserve(prev.Len() + prev.Len()/8)
+				}
 			}
 			if ix != nil {
 				put(ix, &r)

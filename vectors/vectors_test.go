@@ -100,6 +100,23 @@ func TestIndex(t *testing.T) {
 		}
 	})
 
+	t.Run("ReservedRoomKeepsWhatIsThereAndTakesWhatComes", func(t *testing.T) {
+		t.Parallel()
+		ix := vectors.New(2)
+		ix.Put("a", []float32{1, 0}, vectors.Meta{Team: "billing"})
+		ix.Reserve(1000)
+		if ix.Bytes() < 1000*2*4 {
+			t.Errorf("%d bytes after reserving 1,000 vectors of 2", ix.Bytes())
+		}
+		reserved := ix.Bytes()
+		ix.Put("b", []float32{0, 1}, vectors.Meta{})
+		ix.Reserve(10) // less than there is room for: nothing changes
+		a, b := ix.Search([]float32{1, 0}, 1, 0.9, nil), ix.Search([]float32{0, 1}, 1, 0.9, nil)
+		if len(a) != 1 || a[0].ID != "a" || a[0].Meta.Team != "billing" || len(b) != 1 || b[0].ID != "b" || ix.Len() != 2 || ix.Bytes() != reserved {
+			t.Errorf("after reserving: %+v %+v, %d vectors, %d bytes (reserved %d)", a, b, ix.Len(), ix.Bytes(), reserved)
+		}
+	})
+
 	t.Run("ReplacedAndRemovedVectorsAreGone", func(t *testing.T) {
 		t.Parallel()
 		small := vectors.New(3)
