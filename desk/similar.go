@@ -33,9 +33,10 @@ var ErrNotEmbedded = errors.New("the ticket has no embedding yet: triage writes 
 // again, the vectors only of the tickets that did. Each ticket names the
 // transaction that last changed it; each look goes back to the horizon of
 // the last one (the oldest transaction then running, store.ChangeHorizon),
-// so a transaction that commits after a later one is still seen. A full
-// read every rebuildEvery catches tickets deleted, without holding up the
-// searches meanwhile.
+// so a transaction that commits after a later one is still seen. A sweep
+// of the embedded tickets' ids every sweepEvery takes out those deleted or
+// whose vector was taken away, which no change reports, without holding up
+// the searches meanwhile; the vectors are read in full only at the start.
 type memorySimilarity struct {
 	pool *pgxpool.Pool
 
@@ -46,13 +47,15 @@ type memorySimilarity struct {
 	index     *vectors.Index
 	horizon   int64            // the next look reads the changes of this transaction and later ones
 	recent    map[string]int64 // the transaction of each ticket seen at or past the horizon
-	built     time.Time        // when the index was last read in full
+	swept     time.Time        // when the index was last read in full or swept
 	refreshed time.Time        // when a refresh last began that brought it up to date
 }
 
 const (
-	// rebuildEvery is how often the index is read anew in full.
-	rebuildEvery = 10 * time.Minute
+	// sweepEvery is how often the index is swept (sweep): a read of every
+	// embedded ticket's id, a few MiB at a million, where a full read of
+	// their vectors was 1.5 GiB.
+	sweepEvery = 10 * time.Minute
 	// syncPage is how many tickets one read takes: a page of 384-float
 	// vectors is a few MiB.
 	syncPage = 2000
@@ -61,8 +64,8 @@ const (
 func newMemorySimilarity(pool *pgxpool.Pool) *memorySimilarity { return &memorySimilarity{pool: pool} }
 
 // current returns the index up to date with every change committed
-// before the call, except while a full read runs, when the index it
-// replaces serves, and for a caller that accepts an index as old as
+// before the call, except while a full read or a sweep runs, when the
+// index as it is serves, and for a caller that accepts an index as old as
 // allowStale says (a draft's examples: solved tickets a second old are
 // as good, and one refresh a second replaces one per ticket triaged).
 func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) {
@@ -79,14 +82,14 @@ func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) 
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	s.mu.Lock()
-	ix, built, refreshed := s.index, s.built, s.refreshed
+	ix, swept, refreshed := s.index, s.swept, s.refreshed
 	s.mu.Unlock()
 	// A refresh that began after this call saw every change committed
 	// before it: the searches that waited for it need no refresh of their own.
 	if ix != nil && refreshed.After(called) {
 		return ix, nil
 	}
-	if ix == nil || time.Since(built) > rebuildEvery {
+	if ix == nil {
 		return s.rebuild(ctx)
 	}
 	start := time.Now()
@@ -96,7 +99,36 @@ func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) 
 	s.mu.Lock()
 	s.refreshed = start
 	s.mu.Unlock()
+	if time.Since(swept) > sweepEvery {
+		if err := s.sweep(ctx, ix); err != nil {
+			return ix, err
+		}
+	}
 	return ix, nil
+}
+
+// sweep takes out of ix the tickets that are no longer embedded: deleted,
+// or their vector taken away. It runs just after a refresh, under syncMu,
+// so ix holds only tickets committed before its read; one that is not in
+// the read was deleted or taken away since, and a ticket embedded since is
+// not in ix yet (the next refresh brings it).
+func (s *memorySimilarity) sweep(ctx context.Context, ix *vectors.Index) error {
+	s.rebuilding.Store(true)
+	defer s.rebuilding.Store(false)
+	started := time.Now()
+	ids, err := store.New(s.pool).EmbeddedIDs(ctx)
+	if err != nil {
+		return err
+	}
+	embedded := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		embedded[id] = struct{}{}
+	}
+	ix.Retain(func(id string) bool { _, ok := embedded[id]; return ok })
+	s.mu.Lock()
+	s.swept = started
+	s.mu.Unlock()
+	return nil
 }
 
 type staleKey struct{}
@@ -128,9 +160,6 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 		after   int64
 		afterID string
 	)
-	s.mu.Lock()
-	prev := s.index
-	s.mu.Unlock()
 	for {
 		rows, err := st.EmbeddedVectors(ctx, after, afterID, syncPage)
 		if err != nil {
@@ -139,11 +168,6 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 		for _, r := range rows {
 			if ix == nil && r.Embedding != nil {
 				ix = vectors.New(len(r.Embedding))
-				// About as many as the index it replaces: filling it then
-				// never copies what it holds.
-				if prev != nil && prev.Dims() == ix.Dims() {
-					ix.Reserve(prev.Len() + prev.Len()/8)
-				}
 			}
 			if ix != nil {
 				put(ix, &r)
@@ -161,7 +185,7 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 	}
 	prune(recent, horizon)
 	s.mu.Lock()
-	s.index, s.horizon, s.recent, s.built, s.refreshed = ix, horizon, recent, started, started
+	s.index, s.horizon, s.recent, s.swept, s.refreshed = ix, horizon, recent, started, started
 	s.mu.Unlock()
 	return ix, nil
 }

@@ -34,6 +34,7 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 			_, err := st.EmbeddedVectors(ctx, 0, "", 100)
 			return err
 		},
+		func() error { _, err := st.EmbeddedIDs(ctx); return err },
 		func() error {
 			h, err := st.ChangeHorizon(ctx)
 			if err == nil {

@@ -34,6 +34,18 @@ func (s *Store) EmbeddedVectors(ctx context.Context, after int64, afterID string
 		ORDER BY changed_xid, id LIMIT $3`, after, afterID, limit)
 }
 
+// EmbeddedIDs returns the id of every embedded ticket, in one snapshot:
+// what a vector index should hold, without the vectors (a sweep for
+// tickets deleted, or their vectors taken away, which no change feed
+// reports).
+func (s *Store) EmbeddedIDs(ctx context.Context) ([]string, error) {
+	var ids []string
+	if err := s.db.QueryRow(ctx, `SELECT coalesce(array_agg(id), '{}') FROM tickets WHERE embedding IS NOT NULL`).Scan(&ids); err != nil {
+		return nil, fmt.Errorf("embedded tickets: %w", err)
+	}
+	return ids, nil
+}
+
 // TicketChange is which transaction last changed a ticket.
 type TicketChange struct {
 	ID        string

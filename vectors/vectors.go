@@ -62,20 +62,21 @@ func New(dims int) *Index {
 	return &Index{dims: dims, pos: map[string]int{}}
 }
 
-// Reserve makes room for n vectors in all, so that filling the index does
-// not copy it as it grows (at a million vectors, each growth copies 1.5
-// GiB; the appends of a full read spent half their time growing).
-func (ix *Index) Reserve(n int) {
+// Retain takes out every vector whose id keep refuses, and returns how
+// many it took out.
+func (ix *Index) Retain(keep func(id string) bool) int {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if n <= cap(ix.ids) {
-		return
+	var out []string
+	for _, id := range ix.ids {
+		if !keep(id) {
+			out = append(out, id)
+		}
 	}
-	w := ix.words()
-	ix.ids = append(make([]string, 0, n), ix.ids...)
-	ix.meta = append(make([]Meta, 0, n), ix.meta...)
-	ix.vecs = append(make([]float32, 0, n*ix.dims), ix.vecs...)
-	ix.sigs = append(make([]uint64, 0, n*w), ix.sigs...)
+	for _, id := range out {
+		ix.removeLocked(id)
+	}
+	return len(out)
 }
 
 // words is the length of a signature.

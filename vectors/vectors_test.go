@@ -100,20 +100,22 @@ func TestIndex(t *testing.T) {
 		}
 	})
 
-	t.Run("ReservedRoomKeepsWhatIsThereAndTakesWhatComes", func(t *testing.T) {
+	t.Run("RetainTakesOutWhatItRefusesAndKeepsTheRest", func(t *testing.T) {
 		t.Parallel()
 		ix := vectors.New(2)
-		ix.Put("a", []float32{1, 0}, vectors.Meta{Team: "billing"})
-		ix.Reserve(1000)
-		if ix.Bytes() < 1000*2*4 {
-			t.Errorf("%d bytes after reserving 1,000 vectors of 2", ix.Bytes())
+		for id, v := range map[string][]float32{"a": {1, 0}, "b": {0, 1}, "c": {1, 1}, "d": {-1, 0}} {
+			ix.Put(id, v, vectors.Meta{Team: id})
 		}
-		reserved := ix.Bytes()
-		ix.Put("b", []float32{0, 1}, vectors.Meta{})
-		ix.Reserve(10) // less than there is room for: nothing changes
-		a, b := ix.Search([]float32{1, 0}, 1, 0.9, nil), ix.Search([]float32{0, 1}, 1, 0.9, nil)
-		if len(a) != 1 || a[0].ID != "a" || a[0].Meta.Team != "billing" || len(b) != 1 || b[0].ID != "b" || ix.Len() != 2 || ix.Bytes() != reserved {
-			t.Errorf("after reserving: %+v %+v, %d vectors, %d bytes (reserved %d)", a, b, ix.Len(), ix.Bytes(), reserved)
+		if n := ix.Retain(func(id string) bool { return id == "b" || id == "d" }); n != 2 || ix.Len() != 2 {
+			t.Fatalf("took out %d, %d left; want 2 and 2", n, ix.Len())
+		}
+		for id, q := range map[string][]float32{"b": {0, 1}, "d": {-1, 0}} {
+			if hits := ix.Search(q, 1, 0.99, nil); len(hits) != 1 || hits[0].ID != id || hits[0].Meta.Team != id {
+				t.Errorf("nearest to %s's vector: %+v", id, hits)
+			}
+		}
+		if hits := ix.Search([]float32{1, 0}, 1, 0.99, nil); len(hits) != 0 {
+			t.Errorf("a vector taken out was found: %+v", hits)
 		}
 	})
 
