@@ -5,9 +5,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
 	"github.com/helpdesk-dev/helpdesk/vectors"
 )
+
+// customerOnly is a schema with one customer, C-0001, and a way to run
+// SQL on it.
+func customerOnly(t *testing.T) (*pgxpool.Pool, func(sql string, args ...any)) {
+	t.Helper()
+	pool := storetest.NewPool(t)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO customers (id, email, name) VALUES ('C-0001', 'ada@example.com', 'Ada')`)
+	return pool, exec
+}
 
 // TestTheVectorIndexFollowsEveryCommit holds the in-memory index to what
 // is committed, however late a transaction commits: a refresh goes back
@@ -15,14 +32,7 @@ import (
 func TestTheVectorIndexFollowsEveryCommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := storetest.NewPool(t)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exec(`INSERT INTO customers (id, email, name) VALUES ('C-0001', 'ada@example.com', 'Ada')`)
+	pool, exec := customerOnly(t)
 	for _, id := range []string{"T-1", "T-2", "T-3"} {
 		exec(`INSERT INTO tickets (id, customer_id, subject, embedding) VALUES ($1, 'C-0001', 'S', '{0,0,1}')`, id)
 	}
@@ -77,14 +87,7 @@ func TestTheVectorIndexFollowsEveryCommit(t *testing.T) {
 func TestASweepTakesOutTicketsNoLongerEmbedded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := storetest.NewPool(t)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exec(`INSERT INTO customers (id, email, name) VALUES ('C-0001', 'ada@example.com', 'Ada')`)
+	pool, exec := customerOnly(t)
 	for id, vec := range map[string]string{"T-1": "{1,0,0}", "T-2": "{0,1,0}", "T-3": "{0,0,1}"} {
 		exec(`INSERT INTO tickets (id, customer_id, subject, embedding) VALUES ($1, 'C-0001', 'S', $2)`, id, vec)
 	}
