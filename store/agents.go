@@ -111,14 +111,7 @@ func (s *Store) ListAgents(ctx context.Context) ([]*Agent, error) {
 
 // ListAgents queues ListAgents; into gets the agents.
 func (b *Batch) ListAgents(into *[]*Agent) {
-	b.b.Queue(`SELECT ` + agentColumns + ` FROM agents a ORDER BY a.name`).Query(func(rows pgx.Rows) error {
-		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Agent, error) { return scanAgent(row) })
-		if err != nil {
-			return fmt.Errorf("list agents: %w", err)
-		}
-		*into = list
-		return nil
-	})
+	queueRows(b, "list agents", scanAgent, func(l []*Agent) { *into = l }, `SELECT `+agentColumns+` FROM agents a ORDER BY a.name`)
 }
 
 // TeamAgents returns the active agents of a team, by name.

@@ -109,18 +109,13 @@ func (s *Store) AttachmentsOfTicket(ctx context.Context, ticketID string) (map[i
 
 // AttachmentsOfTicket queues AttachmentsOfTicket; into gets them by message id.
 func (b *Batch) AttachmentsOfTicket(ticketID string, into map[int64][]*Attachment) {
-	b.b.Queue(`SELECT `+prefixed("a.", attachmentColumns)+`
-		FROM attachments a JOIN messages m ON m.id = a.message_id
-		WHERE m.ticket_id = $1 ORDER BY a.message_id, a.position, a.id`, ticketID).Query(func(rows pgx.Rows) error {
-		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Attachment, error) { return scanAttachment(row) })
-		if err != nil {
-			return fmt.Errorf("attachments of %s: %w", ticketID, err)
-		}
-		for _, a := range list {
+	queueRows(b, "attachments of "+ticketID, scanAttachment, func(l []*Attachment) {
+		for _, a := range l {
 			into[*a.MessageID] = append(into[*a.MessageID], a)
 		}
-		return nil
-	})
+	}, `SELECT `+prefixed("a.", attachmentColumns)+`
+		FROM attachments a JOIN messages m ON m.id = a.message_id
+		WHERE m.ticket_id = $1 ORDER BY a.message_id, a.position, a.id`, ticketID)
 }
 
 // TicketAttachment returns an attachment of one of the ticket's messages

@@ -126,6 +126,19 @@ func (b *Batch) texts(what, sql string, into *[]string, args ...any) {
 	})
 }
 
+// queueRows queues a query of rows, which scan reads one by one; got
+// receives them all. An error names them as what ("messages of T-500001").
+func queueRows[T any](b *Batch, what string, scan func(pgx.Row) (T, error), got func([]T), sql string, args ...any) {
+	b.b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		got(list)
+		return nil
+	})
+}
+
 // queueRow queues a query of one row, which scan reads; into gets it. An
 // error names the row as what and subject ("get ticket T-500001").
 func queueRow[T any](b *Batch, what string, subject any, scan func(pgx.Row) (*T, error), into *T, sql string, args ...any) {

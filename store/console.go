@@ -118,27 +118,15 @@ func (b *Batch) Queue(p *QueueParams, rows *[]*QueueRow, total *int) {
 	args = append(args, p.Limit, p.Offset)
 	cols := strings.ReplaceAll("t."+ticketColumns, ", ", ", t.")
 	cols = strings.ReplaceAll(cols, ",\n\t", ",\n\tt.")
-	b.b.Queue(`SELECT `+cols+`, c.name, c.email, coalesce(t.last_customer_message_at, t.created_at),
+	queueRows(b, "queue", func(row pgx.Row) (*QueueRow, error) {
+		var q QueueRow
+		return &q, row.Scan(append(ticketFields(&q.Ticket), &q.CustomerName, &q.CustomerEmail, &q.Waiting, &q.Due, &q.Breached)...)
+	}, func(l []*QueueRow) { *rows = l },
+		`SELECT `+cols+`, c.name, c.email, coalesce(t.last_customer_message_at, t.created_at),
 		least(sl.first_response_due, sl.next_response_due, sl.resolution_due), coalesce(sl.breached, false)
 		FROM tickets t JOIN customers c ON c.id = t.customer_id LEFT JOIN ticket_slas sl ON sl.ticket_id = t.id
 		WHERE `+where+` ORDER BY coalesce(t.last_customer_message_at, t.created_at) DESC, t.id DESC
-		LIMIT $`+strconv.Itoa(len(args)-1)+` OFFSET $`+strconv.Itoa(len(args)), args...).Query(func(r pgx.Rows) error {
-		list, err := pgx.CollectRows(r, func(row pgx.CollectableRow) (*QueueRow, error) {
-			var q QueueRow
-			t := &q.Ticket
-			err := row.Scan(&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
-				&t.DraftReply, &t.Embedded, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
-				&t.Assignee, &t.FollowUpOf, &t.FirstResponseAt, &t.LastCustomerMessageAt, &t.DraftWrittenAt, &t.DraftJobID, &t.SolvedAt,
-				&t.SupportAddress, &t.DraftSources, &t.PossibleDuplicateOf, &t.MergedInto,
-				&q.CustomerName, &q.CustomerEmail, &q.Waiting, &q.Due, &q.Breached)
-			return &q, err
-		})
-		if err != nil {
-			return fmt.Errorf("queue: %w", err)
-		}
-		*rows = list
-		return nil
-	})
+		LIMIT $`+strconv.Itoa(len(args)-1)+` OFFSET $`+strconv.Itoa(len(args)), args...)
 }
 
 // QueueCounts queues a count of each view for the agent, without filters,

@@ -222,14 +222,8 @@ func (s *Store) ListMessages(ctx context.Context, ticketID string) ([]*Message, 
 
 // ListMessages queues ListMessages; into gets the messages.
 func (b *Batch) ListMessages(ticketID string, into *[]*Message) {
-	b.b.Queue(`SELECT `+messageColumns+` FROM messages WHERE ticket_id = $1 ORDER BY created_at, id`, ticketID).Query(func(rows pgx.Rows) error {
-		msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Message, error) { return scanMessage(row) })
-		if err != nil {
-			return fmt.Errorf("list messages of %s: %w", ticketID, err)
-		}
-		*into = msgs
-		return nil
-	})
+	queueRows(b, "list messages of "+ticketID, scanMessage, func(l []*Message) { *into = l },
+		`SELECT `+messageColumns+` FROM messages WHERE ticket_id = $1 ORDER BY created_at, id`, ticketID)
 }
 
 // ThreadIDs are the Message-IDs a reply's thread headers are built from.

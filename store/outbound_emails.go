@@ -177,17 +177,11 @@ func (s *Store) ListOutboundEmails(ctx context.Context, ticketID string) (map[in
 // ListOutboundEmails queues ListOutboundEmails: the deliveries, then their
 // recipients; into gets the deliveries by message id.
 func (b *Batch) ListOutboundEmails(ticketID string, into map[int64]*OutboundEmail) {
-	b.b.Queue(`SELECT `+outboundColumns+` FROM outbound_emails
-		WHERE message_id IN (SELECT id FROM messages WHERE ticket_id = $1)`, ticketID).Query(func(rows pgx.Rows) error {
-		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*OutboundEmail, error) { return scanOutbound(row) })
-		if err != nil {
-			return fmt.Errorf("list outbound emails of %s: %w", ticketID, err)
-		}
-		for _, e := range list {
+	queueRows(b, "list outbound emails of "+ticketID, scanOutbound, func(l []*OutboundEmail) {
+		for _, e := range l {
 			into[e.MessageID] = e
 		}
-		return nil
-	})
+	}, `SELECT `+outboundColumns+` FROM outbound_emails WHERE message_id IN (SELECT id FROM messages WHERE ticket_id = $1)`, ticketID)
 	b.b.Queue(ticketRecipientsSQL, ticketID).Query(func(rows pgx.Rows) error {
 		byMessage, err := scanRecipients(rows)
 		if err != nil {

@@ -44,12 +44,9 @@ func (s *Store) ListTicketEvents(ctx context.Context, ticketID string) ([]*Ticke
 
 // ListTicketEvents queues ListTicketEvents; into gets the events.
 func (b *Batch) ListTicketEvents(ticketID string, into *[]*TicketEvent) {
-	b.b.Queue(`SELECT actor, what, from_value, to_value, created_at FROM ticket_events WHERE ticket_id = $1 ORDER BY id`, ticketID).Query(func(rows pgx.Rows) error {
-		list, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[TicketEvent])
-		if err != nil {
-			return fmt.Errorf("events of %s: %w", ticketID, err)
-		}
-		*into = list
-		return nil
-	})
+	queueRows(b, "events of "+ticketID, func(row pgx.Row) (*TicketEvent, error) {
+		var e TicketEvent
+		return &e, row.Scan(&e.Actor, &e.What, &e.From, &e.To, &e.CreatedAt)
+	}, func(l []*TicketEvent) { *into = l },
+		`SELECT actor, what, from_value, to_value, created_at FROM ticket_events WHERE ticket_id = $1 ORDER BY id`, ticketID)
 }

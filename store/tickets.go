@@ -75,12 +75,17 @@ const ticketColumns = `id, customer_id, subject, status, team, priority, draft_r
 	assignee, follow_up_of, first_response_at, last_customer_message_at, draft_written_at, draft_job_id, solved_at, support_address,
 	draft_sources, possible_duplicate_of, merged_into`
 
-func scanTicket(row pgx.Row) (*Ticket, error) {
-	var t Ticket
-	if err := row.Scan(&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
+// ticketFields are where ticketColumns are scanned to, in their order.
+func ticketFields(t *Ticket) []any {
+	return []any{&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
 		&t.DraftReply, &t.Embedded, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
 		&t.Assignee, &t.FollowUpOf, &t.FirstResponseAt, &t.LastCustomerMessageAt, &t.DraftWrittenAt, &t.DraftJobID, &t.SolvedAt,
-		&t.SupportAddress, &t.DraftSources, &t.PossibleDuplicateOf, &t.MergedInto); err != nil {
+		&t.SupportAddress, &t.DraftSources, &t.PossibleDuplicateOf, &t.MergedInto}
+}
+
+func scanTicket(row pgx.Row) (*Ticket, error) {
+	var t Ticket
+	if err := row.Scan(ticketFields(&t)...); err != nil {
 		return nil, interpretError(err)
 	}
 	return &t, nil
