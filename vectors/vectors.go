@@ -226,39 +226,11 @@ func (ix *Index) Search(q []float32, k int, minScore float32, keep func(id strin
 		}
 	})
 
-	// Then the filter, nearest first: over the vectors of a band of
-	// distances wide enough to make up what is missing (were they all
-	// kept) and twice the band before, until enough are kept or none is
-	// left. A filter that keeps most vectors is asked about little more
-	// than the candidates, one that keeps few about every vector, in a few
-	// bands; the vectors it leaves out are marked dropped.
+	// Then the filter, nearest first, until enough are kept.
 	want := max(MinCandidates, n/64)
-	kept, done := atDist, maxDist // distances up to done have been filtered
+	kept, done := atDist, maxDist // with no filter, every distance's vectors are kept
 	if keep != nil {
-		kept, done = make([]int, maxDist+1), -1
-		for keptSoFar, band := 0, 0; keptSoFar < want && done < maxDist; {
-			from, to, in := done+1, done, 0
-			for to < maxDist && in < max(want-keptSoFar, 2*band) {
-				to++
-				in += atDist[to]
-			}
-			inBand := countByDistance(workers, n, maxDist, func(part, lo, hi int, c []int) {
-				for i := lo; i < hi; i++ {
-					if d := int(dist[i]); d >= from && d <= to {
-						if keep(ix.ids[i], ix.meta[i]) {
-							c[d]++
-						} else {
-							dist[i] = dropped
-						}
-					}
-				}
-			})
-			for d := from; d <= to; d++ {
-				kept[d] += inBand[d]
-				keptSoFar += inBand[d]
-			}
-			done, band = to, in
-		}
+		kept, done = ix.filterNearestFirst(workers, dist, atDist, want, keep)
 	}
 	// The nearest distance that takes in enough kept candidates; all of
 	// them when fewer are kept.
@@ -270,7 +242,7 @@ func (ix *Index) Search(q []float32, k int, minScore float32, keep func(id strin
 		}
 	}
 
-	// Second pass: the candidates scored exactly.
+	// Last, the candidates scored exactly.
 	parts := make([]topK, workers)
 	split(workers, n, func(part, lo, hi int) {
 		top := topK{k: k}
@@ -291,6 +263,43 @@ func (ix *Index) Search(q []float32, k int, minScore float32, keep func(id strin
 		}
 	}
 	return all.hits(ix)
+}
+
+// filterNearestFirst asks keep about the vectors by their distance to the
+// query's signs (dist, counted by distance in atDist), nearest first: over
+// the vectors of a band of distances wide enough to make up what is
+// missing (were they all kept) and twice the band before, until want are
+// kept or none is left. A filter that keeps most vectors is asked about
+// little more than want of them, one that keeps few about every vector,
+// in a few bands. It marks the vectors left out dropped, and returns how
+// many are kept at each distance up to done, the farthest it asked about.
+func (ix *Index) filterNearestFirst(workers int, dist []uint16, atDist []int, want int, keep func(string, Meta) bool) (kept []int, done int) {
+	maxDist := len(atDist) - 1
+	kept, done = make([]int, maxDist+1), -1
+	for keptSoFar, band := 0, 0; keptSoFar < want && done < maxDist; {
+		from, to, in := done+1, done, 0
+		for to < maxDist && in < max(want-keptSoFar, 2*band) {
+			to++
+			in += atDist[to]
+		}
+		inBand := countByDistance(workers, len(dist), maxDist, func(part, lo, hi int, c []int) {
+			for i := lo; i < hi; i++ {
+				switch d := int(dist[i]); {
+				case d < from || d > to:
+				case keep(ix.ids[i], ix.meta[i]):
+					c[d]++
+				default:
+					dist[i] = dropped
+				}
+			}
+		})
+		for d := from; d <= to; d++ {
+			kept[d] += inBand[d]
+			keptSoFar += inBand[d]
+		}
+		done, band = to, in
+	}
+	return kept, done
 }
 
 // dropped marks, among a search's distances, a vector its filter left out.
