@@ -40,8 +40,8 @@ var ErrNotEmbedded = errors.New("the ticket has no embedding yet: triage writes 
 type memorySimilarity struct {
 	pool *pgxpool.Pool
 
-	syncMu     sync.Mutex // one refresh at a time
-	rebuilding atomic.Bool
+	syncMu     sync.Mutex  // one refresh at a time
+	readingAll atomic.Bool // a full read or a sweep runs: searches take the index as it is meanwhile
 
 	mu        sync.Mutex // guards the fields below
 	index     *vectors.Index
@@ -73,7 +73,7 @@ func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) 
 	s.mu.Lock()
 	ix, refreshed := s.index, s.refreshed
 	s.mu.Unlock()
-	if ix != nil && s.rebuilding.Load() {
+	if ix != nil && s.readingAll.Load() {
 		return ix, nil
 	}
 	if stale, ok := ctx.Value(staleKey{}).(time.Duration); ok && ix != nil && time.Since(refreshed) < stale {
@@ -113,8 +113,8 @@ func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) 
 // the read was deleted or taken away since, and a ticket embedded since is
 // not in ix yet (the next refresh brings it).
 func (s *memorySimilarity) sweep(ctx context.Context, ix *vectors.Index) error {
-	s.rebuilding.Store(true)
-	defer s.rebuilding.Store(false)
+	s.readingAll.Store(true)
+	defer s.readingAll.Store(false)
 	started := time.Now()
 	ids, err := store.New(s.pool).EmbeddedIDs(ctx)
 	if err != nil {
@@ -144,8 +144,8 @@ const triageStaleness = time.Second
 // rebuild reads every embedded ticket's vector into a new index, and swaps
 // it in.
 func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) {
-	s.rebuilding.Store(true)
-	defer s.rebuilding.Store(false)
+	s.readingAll.Store(true)
+	defer s.readingAll.Store(false)
 	started := time.Now()
 	st := store.New(s.pool)
 	// Every change the pages below miss is by a transaction at or past
