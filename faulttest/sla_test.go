@@ -44,7 +44,7 @@ func TestSLAWarningsAndBreachesOnceThroughTheBinary(t *testing.T) {
 		for w.count(t, `SELECT count(*) FROM tickets WHERE id = $1 AND priority IS NOT NULL`, id) == 0 {
 			time.Sleep(50 * time.Millisecond)
 		}
-		patch(t, w, apiProcess.url, id, `{"assignee": "alice"}`)
+		patch(t, w, apiProcess.url, "/v1/tickets/"+id, `{"assignee": "alice"}`)
 	}
 	if status, body, err := w.post(apiProcess.url, "/v1/tickets/"+answered+"/replies", map[string]string{"body": "On it."}); err != nil || status != http.StatusAccepted {
 		t.Fatalf("reply: %d %v %v", status, body, err)
@@ -99,9 +99,10 @@ func TestSLAWarningsAndBreachesOnceThroughTheBinary(t *testing.T) {
 	}
 }
 
-func patch(t *testing.T, w *world, baseURL, id, body string) {
+// patch sends a PATCH of path as the agent and wants 200.
+func patch(t *testing.T, w *world, baseURL, path, body string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPatch, baseURL+"/v1/tickets/"+id, bytes.NewReader([]byte(body)))
+	req, _ := http.NewRequest(http.MethodPatch, baseURL+path, bytes.NewReader([]byte(body)))
 	req.Header.Set("Authorization", "Bearer "+w.agent)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -110,7 +111,7 @@ func patch(t *testing.T, w *world, baseURL, id, body string) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("PATCH %s %s: %d", id, body, resp.StatusCode)
+		t.Fatalf("PATCH %s %s: %d", path, body, resp.StatusCode)
 	}
 }
 
