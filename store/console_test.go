@@ -8,6 +8,9 @@ import (
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
+// TestAQueuePageIsReadInOneTrip: the page's rows, its count, every view's
+// count, whether any ticket is timed, the teams and the agents go to
+// PostgreSQL in one batch.
 func TestAQueuePageIsReadInOneTrip(t *testing.T) {
 	t.Parallel()
 	pool, st := team(t)

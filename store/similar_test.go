@@ -103,7 +103,9 @@ func TestTheFullReadOfVectorsPagesThroughEveryEmbeddedTicketOnce(t *testing.T) {
 // time and the triage job change no indexed column of a ticket (not even
 // changed_xid or updated_at), so on a page with room PostgreSQL writes
 // them without touching the ticket's indexes (HOT; counted for the
-// transaction by pg_stat_xact_user_tables).
+// transaction by pg_stat_xact_user_tables). The ticket's four versions,
+// about 1.6 KiB each with its vector, fit the first page of a table no
+// other test writes to.
 func TestUpdatesOfWhatNoIndexHoldsAreHeapOnly(t *testing.T) {
 	t.Parallel()
 	pool, st := team(t)
@@ -119,6 +121,7 @@ func TestUpdatesOfWhatNoIndexHoldsAreHeapOnly(t *testing.T) {
 		for _, write := range []func() error{
 			func() error { return txs.SetTicketTriageJob(ctx, id, 7) },
 			func() error { return txs.SetTicketDraftReply(ctx, id, "Hello", 7) },
+			func() error { return txs.AgentResponded(ctx, id) },
 		} {
 			if err := write(); err != nil {
 				return err
@@ -129,7 +132,7 @@ func TestUpdatesOfWhatNoIndexHoldsAreHeapOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hot != 2 {
-		t.Errorf("%d of the two updates were heap-only, want both: one of them changed an indexed column", hot)
+	if hot != 3 {
+		t.Errorf("%d of the three updates were heap-only, want all: one of them changed an indexed column", hot)
 	}
 }
