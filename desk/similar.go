@@ -28,7 +28,7 @@ type Similarity interface {
 // ErrNotEmbedded is a ticket triage has not embedded yet.
 var ErrNotEmbedded = errors.New("the ticket has no embedding yet: triage writes it")
 
-// memorySimilarity is vectors.Index over the tickets table, brought up to
+// memorySimilarity is vectors.Index over the tickets' vectors, brought up to
 // date before each search: what changed since it last looked is read
 // again, the vectors only of the tickets that did. Each ticket names the
 // transaction that last changed it; each look goes back to the horizon of
@@ -157,27 +157,24 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 	var (
 		ix      *vectors.Index
 		recent  = map[string]int64{}
-		after   int64
 		afterID string
 	)
 	for {
-		rows, err := st.EmbeddedVectors(ctx, after, afterID, syncPage)
+		rows, err := st.EmbeddedVectors(ctx, afterID, syncPage)
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
-			if ix == nil && r.Embedding != nil {
+			if ix == nil {
 				ix = vectors.New(len(r.Embedding))
 			}
-			if ix != nil {
-				put(ix, &r)
-			}
+			put(ix, &r)
 			recent[r.ID] = r.ChangedBy
 		}
 		if len(rows) < syncPage {
 			break
 		}
-		after, afterID = rows[len(rows)-1].ChangedBy, rows[len(rows)-1].ID
+		afterID = rows[len(rows)-1].ID
 	}
 	if ix == nil {
 		// No vector yet: the next search reads again, from the start.
@@ -230,10 +227,6 @@ func (s *memorySimilarity) refresh(ctx context.Context, ix *vectors.Index) error
 
 // put brings a ticket's vector and what searches filter on into ix.
 func put(ix *vectors.Index, r *store.TicketVector) {
-	if r.Embedding == nil {
-		ix.Remove(r.ID)
-		return
-	}
 	ix.Put(r.ID, r.Embedding, vectors.Meta{Status: string(r.Status), Team: r.Team, CustomerID: r.CustomerID, Merged: r.Merged,
 		Opened: r.CreatedAt})
 }

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
 	"github.com/helpdesk-dev/helpdesk/vectors"
 )
@@ -34,7 +36,7 @@ func TestTheVectorIndexFollowsEveryCommit(t *testing.T) {
 	ctx := context.Background()
 	pool, exec := customerOnly(t)
 	for _, id := range []string{"T-1", "T-2", "T-3"} {
-		exec(`INSERT INTO tickets (id, customer_id, subject, embedding) VALUES ($1, 'C-0001', 'S', '{0,0,1}')`, id)
+		embedded(exec, id, "{0,0,1}")
 	}
 	s := newMemorySimilarity(pool)
 	nearest := func(vec []float32) string {
@@ -53,15 +55,8 @@ func TestTheVectorIndexFollowsEveryCommit(t *testing.T) {
 	}
 
 	// T-1 changes in a transaction that begins first and commits last.
-	late, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer late.Rollback(ctx)
-	if _, err := late.Exec(ctx, `UPDATE tickets SET embedding = '{1,0,0}', updated_at = now() WHERE id = 'T-1'`); err != nil {
-		t.Fatal(err)
-	}
-	exec(`UPDATE tickets SET embedding = '{0,1,0}', updated_at = now() WHERE id = 'T-2'`)
+	late := uncommitted(t, pool, `UPDATE ticket_embeddings SET embedding = '{1,0,0}', changed_xid = pg_current_xact_id() WHERE ticket_id = 'T-1'`)
+	exec(`UPDATE ticket_embeddings SET embedding = '{0,1,0}', changed_xid = pg_current_xact_id() WHERE ticket_id = 'T-2'`)
 
 	t.Run("AChangeCommittedIsSeenByTheNextSearch", func(t *testing.T) {
 		if got := nearest([]float32{0, 1, 0}); got != "T-2" {
@@ -79,6 +74,97 @@ func TestTheVectorIndexFollowsEveryCommit(t *testing.T) {
 			t.Errorf("nearest to T-1's new vector: %q, want T-1 (its transaction committed after T-2's)", got)
 		}
 	})
+
+	// T-4's first vector is written (as triage writes it) while its status
+	// changes in another transaction: that transaction's update waits for
+	// the vector's (both lock the ticket first), so its trigger sees the
+	// vector's row and names itself there, and a refresh after it commits
+	// reads the ticket again, whichever committed last.
+	exec(`INSERT INTO tickets (id, customer_id, subject) VALUES ('T-4', 'C-0001', 'S')`)
+	vector := store.Begin(pool)
+	defer vector.Rollback(ctx)
+	vector.Later(func(b *store.Batch) { b.SetTicketEmbedding("T-4", []float32{1, 1, 0}, "") })
+	if err := vector.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	status, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer status.Rollback(ctx)
+	updated := make(chan error, 1)
+	go func() {
+		_, err := status.Exec(ctx, `UPDATE tickets SET status = 'pending' WHERE id = 'T-4'`)
+		updated <- err
+	}()
+	waitedOrDone(t, pool, status.Conn().PgConn().PID(), updated)
+	if err := vector.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-updated; err != nil {
+		t.Fatal(err)
+	}
+	all := func(string, vectors.Meta) bool { return true }
+	if hits, err := s.Similar(ctx, []float32{1, 1, 0}, 1, 0.99, all); err != nil || len(hits) != 1 || hits[0].ID != "T-4" {
+		t.Fatalf("T-4's vector not found once committed: %v, %v", hits, err)
+	}
+	if err := status.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("AStatusCommittedAfterTheVectorReachesTheIndex", func(t *testing.T) {
+		pending := func(_ string, m vectors.Meta) bool { return m.Status == "pending" }
+		hits, err := s.Similar(ctx, []float32{1, 1, 0}, 1, 0.99, pending)
+		if err != nil || len(hits) != 1 || hits[0].ID != "T-4" {
+			t.Errorf("pending tickets near T-4's vector: %v (%v), want T-4, whose status changed after the index read its vector", hits, err)
+		}
+	})
+}
+
+// waitedOrDone returns once the backend pid waits on a lock or the
+// statement it runs has sent its outcome on done (put back for the
+// caller): what the test does next then happens while that statement
+// waits, or after it.
+func waitedOrDone(t *testing.T, pool *pgxpool.Pool, pid uint32, done chan error) {
+	t.Helper()
+	for {
+		select {
+		case err := <-done:
+			done <- err
+			return
+		default:
+		}
+		var waiting bool
+		if err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')`,
+			int32(pid)).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// uncommitted runs sql in a transaction it leaves open, for the test to
+// commit when it chooses.
+func uncommitted(t *testing.T, pool *pgxpool.Pool, sql string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, sql); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// embedded writes ticket id of customer C-0001 with the vector vec.
+func embedded(exec func(string, ...any), id, vec string) {
+	exec(`INSERT INTO tickets (id, customer_id, subject) VALUES ($1, 'C-0001', 'S')`, id)
+	exec(`INSERT INTO ticket_embeddings (ticket_id, embedding) VALUES ($1, $2)`, id, vec)
 }
 
 // TestASweepTakesOutTicketsNoLongerEmbedded: a ticket deleted, or whose
@@ -89,7 +175,7 @@ func TestASweepTakesOutTicketsNoLongerEmbedded(t *testing.T) {
 	ctx := context.Background()
 	pool, exec := customerOnly(t)
 	for id, vec := range map[string]string{"T-1": "{1,0,0}", "T-2": "{0,1,0}", "T-3": "{0,0,1}"} {
-		exec(`INSERT INTO tickets (id, customer_id, subject, embedding) VALUES ($1, 'C-0001', 'S', $2)`, id, vec)
+		embedded(exec, id, vec)
 	}
 	s := newMemorySimilarity(pool)
 	found := func(vec []float32) string {
@@ -107,7 +193,7 @@ func TestASweepTakesOutTicketsNoLongerEmbedded(t *testing.T) {
 		t.Fatal("the index does not hold the tickets to begin with")
 	}
 	exec(`DELETE FROM tickets WHERE id = 'T-1'`)
-	exec(`UPDATE tickets SET embedding = NULL WHERE id = 'T-2'`)
+	exec(`DELETE FROM ticket_embeddings WHERE ticket_id = 'T-2'`)
 
 	t.Run("UntilTheSweepTheIndexKeepsThem", func(t *testing.T) {
 		if found([]float32{1, 0, 0}) != "T-1" {

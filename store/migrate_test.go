@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -106,4 +107,51 @@ func TestUpgradeMovesQueuedJobsToTheirKindsQueues(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("after the upgrade: %v, want %v", got, want)
 	}
+}
+
+// TestUpgradeMovesVectorsToTheirTable: migration 027 takes each ticket's
+// vector out of its row into ticket_embeddings, with the transaction that
+// last changed it, and its down migration puts it back.
+func TestUpgradeMovesVectorsToTheirTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.NewPool(t)
+	if _, err := store.MigrateDown(ctx, pool, 1, false); err != nil { // back to before 027
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO customers (id, email, name) VALUES ('C-0001', 'ada@example.com', 'Ada');
+		INSERT INTO tickets (id, customer_id, subject, embedding) VALUES ('T-1', 'C-0001', 'S', '{1,0}'), ('T-2', 'C-0001', 'S', NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	var before int64
+	if err := pool.QueryRow(ctx, `SELECT changed_xid::text::bigint FROM tickets WHERE id = 'T-1'`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.MigrateUp(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("EachVectorMovesWithItsTransaction", func(t *testing.T) {
+		var ids string
+		var vec []float32
+		var by int64
+		if err := pool.QueryRow(ctx, `SELECT string_agg(ticket_id, ','), min(embedding::text)::real[], min(changed_xid::text::bigint)
+			FROM ticket_embeddings`).Scan(&ids, &vec, &by); err != nil {
+			t.Fatal(err)
+		}
+		if ids != "T-1" || !slices.Equal(vec, []float32{1, 0}) || by != before {
+			t.Errorf("ticket_embeddings holds %s %v by %d, want T-1 [1 0] by %d", ids, vec, by, before)
+		}
+	})
+	t.Run("TheDownMigrationPutsThemBack", func(t *testing.T) {
+		if _, err := store.MigrateDown(ctx, pool, 1, false); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM tickets WHERE (id = 'T-1' AND embedding = '{1,0}') OR (id = 'T-2' AND embedding IS NULL)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 {
+			t.Errorf("%d of the two tickets as they were before the upgrade", n)
+		}
+	})
 }

@@ -31,7 +31,7 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 		func() error { _, err := st.MessageByEmailID(ctx, "<x@example.com>"); return err },
 		func() error { _, err := st.CustomerByEmail(ctx, "ada@example.com"); return err },
 		func() error {
-			_, err := st.EmbeddedVectors(ctx, 0, "", 100)
+			_, err := st.EmbeddedVectors(ctx, "", 100)
 			return err
 		},
 		func() error { _, err := st.EmbeddedIDs(ctx); return err },
@@ -111,7 +111,7 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 		}
 		plan := explain(t, pool, sql, s.Args)
 		for _, table := range []string{"Seq Scan on tickets", "Seq Scan on messages", "Seq Scan on ticket_events",
-			"Seq Scan on outbound_emails", "Seq Scan on outbound_recipients", "Seq Scan on attachments"} {
+			"Seq Scan on outbound_emails", "Seq Scan on outbound_recipients", "Seq Scan on attachments", "Seq Scan on ticket_embeddings"} {
 			if strings.Contains(plan, table) {
 				t.Errorf("%s\nscans a table whole:\n%s", strings.Join(strings.Fields(sql), " "), plan)
 			}

@@ -23,7 +23,6 @@ type Ticket struct {
 	Team        *string // set by triage's classify step
 	Priority    *int16  // 1 (urgent) … 4 (low), set by classify
 	DraftReply  *string // set by triage's draft_reply step
-	Embedded    bool    // triage wrote its vector (TicketEmbedding reads it)
 	TriageJobID *int64  // the River job that triages the ticket
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
@@ -69,16 +68,16 @@ type InsertTicketParams struct {
 // ErrUnknownCustomer is a ticket for a customer that does not exist.
 var ErrUnknownCustomer = fmt.Errorf("unknown customer: %w", ErrConflict)
 
-// ticketColumns leave the vector out (1.5 KiB at 384 dimensions, which
-// few readers need: TicketEmbedding reads it).
-const ticketColumns = `id, customer_id, subject, status, team, priority, draft_reply, embedding IS NOT NULL, triage_job_id, created_at, updated_at,
+// ticketColumns are a ticket's own; its vector is in ticket_embeddings,
+// which TicketEmbedding reads.
+const ticketColumns = `id, customer_id, subject, status, team, priority, draft_reply, triage_job_id, created_at, updated_at,
 	assignee, follow_up_of, first_response_at, last_customer_message_at, draft_written_at, draft_job_id, solved_at, support_address,
 	draft_sources, possible_duplicate_of, merged_into`
 
 // ticketFields are where ticketColumns are scanned to, in their order.
 func ticketFields(t *Ticket) []any {
 	return []any{&t.ID, &t.CustomerID, &t.Subject, &t.Status, &t.Team, &t.Priority,
-		&t.DraftReply, &t.Embedded, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
+		&t.DraftReply, &t.TriageJobID, &t.CreatedAt, &t.UpdatedAt,
 		&t.Assignee, &t.FollowUpOf, &t.FirstResponseAt, &t.LastCustomerMessageAt, &t.DraftWrittenAt, &t.DraftJobID, &t.SolvedAt,
 		&t.SupportAddress, &t.DraftSources, &t.PossibleDuplicateOf, &t.MergedInto}
 }
@@ -172,13 +171,13 @@ func (s *Store) TicketEmbedding(ctx context.Context, id string) ([]float32, erro
 
 // TicketEmbedding queues TicketEmbedding; into gets the vector.
 func (b *Batch) TicketEmbedding(id string, into *[]float32) {
-	b.embedding(id, into, false, `SELECT embedding FROM tickets WHERE id = $1`, id)
+	b.embedding(id, into, false, `SELECT e.embedding FROM tickets t LEFT JOIN ticket_embeddings e ON e.ticket_id = t.id WHERE t.id = $1`, id)
 }
 
 // JobEmbedding queues the read of the ticket's vector if triage job jobID
 // wrote it (its embed step is saved); into gets nil otherwise.
 func (b *Batch) JobEmbedding(id string, jobID int64, into *[]float32) {
-	b.embedding(id, into, true, `SELECT embedding FROM tickets WHERE id = $1
+	b.embedding(id, into, true, `SELECT embedding FROM ticket_embeddings WHERE ticket_id = $1
 		AND EXISTS (SELECT 1 FROM ai_runs WHERE job_id = $2 AND task = 'embed')`, id, jobID)
 }
 
@@ -303,12 +302,24 @@ func (b *Batch) SetTicketDraftReply(id, draft string, jobID int64, sources []str
 		WHERE id = $1 AND triage_job_id = $3`, id, draft, jobID, sources)
 }
 
-// SetTicketEmbedding queues recording the ticket's vector and, unless
-// duplicateOf is "", the ticket it may duplicate: one statement, as every
-// update of a ticket writes a new version of its row and of each of its
-// indexes.
+// SetTicketEmbedding queues recording the ticket's vector, in place of
+// any earlier one, and, unless duplicateOf is "", the ticket it may
+// duplicate. A ticket that is gone gets no vector. The vector leaves the
+// ticket's row alone (see migration 027): only a possible duplicate
+// updates it.
+//
+// The ticket's row is locked first, as an update of its status or team
+// locks it before its trigger names the transaction on the vector's row
+// (migration 027): so the two never deadlock, and one waits for the other.
+// Without the lock, a status changed while the first vector is written
+// would update no vector's row (it sees none yet), and an index that read
+// the vector before that change committed would keep the old status.
 func (b *Batch) SetTicketEmbedding(id string, embedding []float32, duplicateOf string) {
-	b.writeTicket(id, `embedding = $2, possible_duplicate_of = coalesce(NULLIF($3, ''), possible_duplicate_of)`, embedding, duplicateOf)
+	if duplicateOf != "" {
+		b.writeTicket(id, `possible_duplicate_of = $2`, duplicateOf)
+	}
+	b.b.Queue(`INSERT INTO ticket_embeddings (ticket_id, embedding) SELECT id, $2 FROM tickets WHERE id = $1 FOR NO KEY UPDATE
+		ON CONFLICT (ticket_id) DO UPDATE SET embedding = excluded.embedding, changed_xid = pg_current_xact_id()`, id, embedding)
 }
 
 // writeTicket queues an update of the ticket that nothing checks.

@@ -131,8 +131,9 @@ func TestTicketSimilarCommand(t *testing.T) {
 		{"Where is my parcel", "solved", []float32{0, 0, 1}},
 	} {
 		var id string
-		err := pool.QueryRow(ctx, `INSERT INTO tickets (id, customer_id, subject, status, team, embedding, solved_at)
-			VALUES ('T-' || (900001 + $1::int), $2, $3, $4, 'billing', $5, CASE WHEN $4 = 'solved' THEN now() END) RETURNING id`,
+		err := pool.QueryRow(ctx, `WITH t AS (INSERT INTO tickets (id, customer_id, subject, status, team, solved_at)
+				VALUES ('T-' || (900001 + $1::int), $2, $3, $4, 'billing', CASE WHEN $4 = 'solved' THEN now() END) RETURNING id)
+			INSERT INTO ticket_embeddings (ticket_id, embedding) SELECT id, $5 FROM t RETURNING ticket_id`,
 			i, c.ID, v.subject, v.status, v.vec).Scan(&id)
 		if err != nil {
 			t.Fatal(err)
