@@ -25,7 +25,7 @@ const (
 	ModeNormal  Mode = "normal"  // deterministic, useful answers
 	ModeOutage  Mode = "outage"  // 503 to everything
 	ModeQuota   Mode = "quota"   // QuotaCalls per QuotaWindow, then 429 with Retry-After
-	ModeSlow    Mode = "slow"    // answers after SlowDelay, past a client's timeout
+	ModeSlow    Mode = "slow"    // answers after SlowDelay, past a client's timeout, or when the settings change
 	ModeInvalid Mode = "invalid" // 200 with answers that cannot be used
 )
 
@@ -71,6 +71,7 @@ type Server struct {
 	calls       map[string]map[string]int // ticket → task → calls received
 	prompts     map[string][]string       // ticket → the chat requests' texts, bounded
 	promptOrder []string                  // tickets of prompts, oldest first
+	changed     chan struct{}             // closed, and made anew, by each Set: a slow call held then answers
 	mux         *http.ServeMux
 }
 
@@ -84,7 +85,8 @@ func New(settings Settings) (*Server, error) {
 	if err := settings.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{settings: settings, calls: map[string]map[string]int{}, prompts: map[string][]string{}, mux: http.NewServeMux()}
+	s := &Server{settings: settings, calls: map[string]map[string]int{}, prompts: map[string][]string{},
+		changed: make(chan struct{}), mux: http.NewServeMux()}
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	s.mux.HandleFunc("GET /admin/mode", s.handleGetMode)
@@ -95,7 +97,8 @@ func New(settings Settings) (*Server, error) {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Set switches the simulator's settings; a new quota window starts.
+// Set switches the simulator's settings; a new quota window starts, and
+// the calls slow mode holds answer now, as a provider that recovered would.
 func (s *Server) Set(settings Settings) error {
 	if err := settings.validate(); err != nil {
 		return err
@@ -103,6 +106,8 @@ func (s *Server) Set(settings Settings) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.settings = settings
+	close(s.changed)
+	s.changed = make(chan struct{})
 	s.windowStart, s.windowCalls, s.refused = time.Time{}, 0, 0
 	return nil
 }
@@ -189,9 +194,12 @@ func (s *Server) Refused() int {
 // admit counts the call and says how to answer it: the mode, for a
 // refused quota call the wait until the window reopens, and in quota mode
 // where the window stands.
-func (s *Server) admit(r *http.Request) (Settings, time.Duration, *quotaState) {
+//
+// changed is closed when the settings change after the call came.
+func (s *Server) admit(r *http.Request) (settings Settings, wait time.Duration, q *quotaState, changed <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	changed = s.changed
 	ticket, task := r.Header.Get(provider.HeaderTicket), r.Header.Get(provider.HeaderTask)
 	if s.calls[ticket] == nil {
 		s.calls[ticket] = map[string]int{}
@@ -199,21 +207,21 @@ func (s *Server) admit(r *http.Request) (Settings, time.Duration, *quotaState) {
 	s.calls[ticket][task]++
 
 	if s.settings.Mode != ModeQuota {
-		return s.settings, 0, nil
+		return s.settings, 0, nil, changed
 	}
 	now := time.Now()
 	window := time.Duration(s.settings.QuotaWindow)
 	if s.windowStart.IsZero() || now.Sub(s.windowStart) >= window {
 		s.windowStart, s.windowCalls = now, 0
 	}
-	q := &quotaState{limit: s.settings.QuotaCalls, reset: s.windowStart.Add(window).Sub(now)}
+	q = &quotaState{limit: s.settings.QuotaCalls, reset: s.windowStart.Add(window).Sub(now)}
 	if s.windowCalls >= s.settings.QuotaCalls {
 		s.refused++
-		return s.settings, q.reset, q
+		return s.settings, q.reset, q, changed
 	}
 	s.windowCalls++
 	q.remaining = s.settings.QuotaCalls - s.windowCalls
-	return s.settings, 0, q
+	return s.settings, 0, q, changed
 }
 
 // fault answers the call if the mode says it must fail, and reports whether it did.
@@ -221,7 +229,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) (settings Setting
 	// Drain the body: net/http notices a client that gave up, and cancels
 	// r.Context(), only once the body has been read to its end.
 	_, _ = io.Copy(io.Discard, r.Body)
-	settings, wait, quota := s.admit(r)
+	settings, wait, quota, changed := s.admit(r)
 	if quota != nil {
 		// As OpenAI sends them: the budget of the window, what is left of
 		// it, and when it is whole again.
@@ -243,6 +251,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) (settings Setting
 	case ModeSlow:
 		select {
 		case <-time.After(time.Duration(settings.SlowDelay)):
+		case <-changed:
 		case <-r.Context().Done():
 			return settings, true
 		}

@@ -125,6 +125,27 @@ func TestSimulator(t *testing.T) {
 		}
 	})
 
+	t.Run("ACallHeldSlowAnswersOnceTheModeChanges", func(t *testing.T) {
+		t.Parallel()
+		settings := simulator.DefaultSettings()
+		settings.Mode, settings.SlowDelay = simulator.ModeSlow, simulator.Duration(time.Hour)
+		sim, c := start(t, settings)
+		answered := make(chan error, 1)
+		go func() {
+			_, _, err := c.Classify(ctx, ticket)
+			answered <- err
+		}()
+		for sim.Calls(ticket.ID)["classify"] == 0 { // held from here on
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := sim.SetMode(simulator.ModeNormal); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-answered; err != nil {
+			t.Errorf("the held call: %v, want its answer once the mode is normal again (not the client's timeout)", err)
+		}
+	})
+
 	t.Run("InvalidGivesUnusableAnswersToEveryStep", func(t *testing.T) {
 		t.Parallel()
 		settings := simulator.DefaultSettings()
