@@ -28,7 +28,9 @@ ALTER TABLE tickets DROP COLUMN embedding, DROP COLUMN changed_xid;
 
 -- A change of what searches filter on names its transaction on the vector's
 -- row, which it locks: a writer of the vector and a writer of the status
--- wait for each other there, so the later to commit is the one named.
+-- wait for each other there, so the later to commit is the one named. An
+-- update that sets those columns to what they were (a new triage choosing
+-- the same team) changes nothing the index holds, and writes nothing.
 CREATE FUNCTION ticket_embeddings_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE ticket_embeddings SET changed_xid = pg_current_xact_id() WHERE ticket_id = NEW.id;
@@ -36,4 +38,7 @@ BEGIN
 END $$;
 
 CREATE TRIGGER ticket_embeddings_changed AFTER UPDATE OF status, team, customer_id, merged_into, created_at ON tickets
-    FOR EACH ROW EXECUTE FUNCTION ticket_embeddings_changed();
+    FOR EACH ROW
+    WHEN ((OLD.status, OLD.team, OLD.customer_id, OLD.merged_into, OLD.created_at)
+        IS DISTINCT FROM (NEW.status, NEW.team, NEW.customer_id, NEW.merged_into, NEW.created_at))
+    EXECUTE FUNCTION ticket_embeddings_changed();

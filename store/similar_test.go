@@ -10,10 +10,10 @@ import (
 )
 
 // TestATicketNamesTheTransactionThatChangedWhatTheVectorIndexHolds: a
-// new vector, or an update of the ticket's status or team, moves the
+// new vector, or a change of the ticket's status or team, moves the
 // vector's changed_xid, which the vector index's refresh reads; an update
-// of anything else (a draft, the triage job, the priority) leaves it, so
-// that it writes no index.
+// of anything else (a draft, the triage job, the priority), or one that
+// sets the team it had, leaves it, so that it writes no index.
 func TestATicketNamesTheTransactionThatChangedWhatTheVectorIndexHolds(t *testing.T) {
 	t.Parallel()
 	pool, st := team(t)
@@ -48,6 +48,7 @@ func TestATicketNamesTheTransactionThatChangedWhatTheVectorIndexHolds(t *testing
 		{"ANewVector", true, embed([]float32{0, 1})},
 		{"ThePriority", false, func() error { return st.SetTicketPriority(ctx, id, 2) }},
 		{"TheTeam", true, func() error { return st.SetTicketTeam(ctx, id, "billing") }},
+		{"TheSameTeamAgain", false, func() error { return st.SetTicketTeam(ctx, id, "billing") }},
 		{"TheStatus", true, func() error { return st.SetTicketStatus(ctx, id, vocab.StatusPending) }},
 	} {
 		if err := tc.write(); err != nil {
