@@ -67,6 +67,28 @@ func TestATicketNamesTheTransactionThatChangedWhatTheVectorIndexHolds(t *testing
 	}
 }
 
+// TestAVectorForATicketThatIsGoneIsNotWritten: triage may embed a ticket
+// deleted meanwhile; the save writes nothing and fails nothing, so the job
+// is not retried over it.
+func TestAVectorForATicketThatIsGoneIsNotWritten(t *testing.T) {
+	t.Parallel()
+	pool, st := team(t)
+	ctx := context.Background()
+	id := newTicket(t, st)
+	if _, err := pool.Exec(ctx, `DELETE FROM tickets WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Run(ctx, pool, func(tx *store.Tx) error {
+		tx.Later(func(b *store.Batch) { b.SetTicketEmbedding(id, []float32{1, 0}, "") })
+		return nil
+	}); err != nil {
+		t.Fatalf("embedding a ticket that is gone: %v, want nothing written and no error", err)
+	}
+	if ids, err := st.EmbeddedIDs(ctx); err != nil || len(ids) != 0 {
+		t.Errorf("embedded tickets %v (%v), want none", ids, err)
+	}
+}
+
 // TestTheFullReadOfVectorsPagesThroughEveryEmbeddedTicketOnce: pages of
 // two, by id, three tickets embedded in two transactions, and none
 // without a vector.
