@@ -80,12 +80,23 @@ func TestAgentLoadFollowsEveryChange(t *testing.T) {
 		do   func() error
 	}{
 		{"pending", func() error { return st.SetTicketStatus(ctx, ids[0], vocab.StatusPending) }},
+		{"pending again", func() error { return st.SetTicketStatus(ctx, ids[0], vocab.StatusPending) }},
 		{"solved", func() error { return st.SetTicketStatus(ctx, ids[0], vocab.StatusSolved) }},
 		{"reopened", func() error { return st.SetTicketStatus(ctx, ids[0], vocab.StatusOpen) }},
 		{"reassigned", func() error { return st.SetTicketAssignee(ctx, ids[1], "ana") }},
 		{"unassigned", func() error { return st.SetTicketAssignee(ctx, ids[2], "") }},
 		{"closed", func() error { return st.SetTicketStatus(ctx, ids[3], vocab.StatusClosed) }},
 		{"deleted", func() error { _, err := pool.Exec(ctx, `DELETE FROM tickets WHERE id = $1`, ids[1]); return err }},
+		{"inserted assigned", func() error {
+			_, err := pool.Exec(ctx, `INSERT INTO tickets (id, customer_id, subject, assignee) VALUES ('T-9', 'C-0001', 'Moved in', 'ben')`)
+			return err
+		}},
+		{"inserted assigned and solved", func() error {
+			_, err := pool.Exec(ctx, `INSERT INTO tickets (id, customer_id, subject, assignee, status) VALUES ('T-10', 'C-0001', 'Old', 'ana', 'solved')`)
+			return err
+		}},
+		{"deleted unassigned", func() error { _, err := pool.Exec(ctx, `DELETE FROM tickets WHERE id = $1`, ids[2]); return err }},
+		{"deleted assigned", func() error { _, err := pool.Exec(ctx, `DELETE FROM tickets WHERE id = 'T-9'`); return err }},
 	} {
 		if err := step.do(); err != nil {
 			t.Fatalf("%s: %v", step.name, err)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
@@ -116,9 +118,7 @@ func TestUpgradeMovesVectorsToTheirTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := storetest.NewPool(t)
-	if _, err := store.MigrateDown(ctx, pool, 1, false); err != nil { // back to before 027
-		t.Fatal(err)
-	}
+	migrateDownTo(t, pool, 26) // back to before 027
 	if _, err := pool.Exec(ctx, `INSERT INTO customers (id, email, name) VALUES ('C-0001', 'ada@example.com', 'Ada');
 		INSERT INTO tickets (id, customer_id, subject, embedding) VALUES ('T-1', 'C-0001', 'S', '{1,0}'), ('T-2', 'C-0001', 'S', NULL)`); err != nil {
 		t.Fatal(err)
@@ -143,9 +143,7 @@ func TestUpgradeMovesVectorsToTheirTable(t *testing.T) {
 		}
 	})
 	t.Run("TheDownMigrationPutsThemBack", func(t *testing.T) {
-		if _, err := store.MigrateDown(ctx, pool, 1, false); err != nil {
-			t.Fatal(err)
-		}
+		migrateDownTo(t, pool, 26)
 		var n int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM tickets WHERE (id = 'T-1' AND embedding = '{1,0}') OR (id = 'T-2' AND embedding IS NULL)`).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -154,4 +152,23 @@ func TestUpgradeMovesVectorsToTheirTable(t *testing.T) {
 			t.Errorf("%d of the two tickets as they were before the upgrade", n)
 		}
 	})
+}
+
+// migrateDownTo takes the schema down to our migration version, whatever
+// migrations came after the test was written.
+func migrateDownTo(t *testing.T, pool *pgxpool.Pool, version int) {
+	t.Helper()
+	all, err := store.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := 0
+	for _, m := range all {
+		if m.Version > version {
+			steps++
+		}
+	}
+	if _, err := store.MigrateDown(context.Background(), pool, steps, false); err != nil {
+		t.Fatal(err)
+	}
 }
