@@ -88,15 +88,11 @@ func (d *Desk) mailAgentTx(ctx context.Context, tx *store.Tx, t *store.Ticket, a
 // one recipient with the job that sends it, and its bytes, kept before
 // any send.
 func (d *Desk) keepRendered(tx *store.Tx, m *store.InsertMessageParams, jobID int64, to store.Recipient, out *mail.Outgoing, raw []byte) {
-	var (
-		msg   store.Message
-		saved bool
-	)
+	var msg store.Message
 	tx.Later(func(b *store.Batch) {
 		b.InsertMessage(m, &msg)
 		b.InsertOutboundEmail(&store.InsertOutboundEmailParams{MessageID: m.ID, FromAddress: out.From.String(),
-			Recipients: []store.Recipient{to}, JobID: &jobID})
-		b.SaveRendered(m.ID, out.InReplyTo, out.References, raw, &saved)
+			Recipients: []store.Recipient{to}, JobID: &jobID, Rendered: raw, InReplyTo: out.InReplyTo, References: out.References})
 	})
 }
 

@@ -80,6 +80,12 @@ type InsertOutboundEmailParams struct {
 	FromAddress string
 	Recipients  []Recipient // Address and Kind
 	JobID       *int64      // the job that delivers it, when queued first; else SetOutboundJob
+	// Rendered, when set, is the mail's bytes, kept with the row so that
+	// no later statement writes it again; InReplyTo and References are its
+	// thread headers. Without them the first attempt renders the mail.
+	Rendered   []byte
+	InReplyTo  string
+	References []string
 }
 
 // InsertOutboundEmail records a delivery to be made, with its
@@ -95,14 +101,20 @@ func (s *Store) InsertOutboundEmail(ctx context.Context, p *InsertOutboundEmailP
 
 // InsertOutboundEmail queues InsertOutboundEmail.
 func (b *Batch) InsertOutboundEmail(p *InsertOutboundEmailParams) {
-	b.b.Queue(insertOutboundSQL, p.MessageID, p.FromAddress, p.JobID)
+	if p.Rendered != nil {
+		b.b.Queue(insertRenderedSQL, p.MessageID, p.FromAddress, p.JobID, p.Rendered, p.InReplyTo, p.References)
+	} else {
+		b.b.Queue(insertOutboundSQL, p.MessageID, p.FromAddress, p.JobID)
+	}
 	for _, r := range p.Recipients {
 		b.b.Queue(insertRecipientSQL, p.MessageID, r.Address, r.Kind, r.Name)
 	}
 }
 
 const (
-	insertOutboundSQL  = `INSERT INTO outbound_emails (message_id, from_address, job_id) VALUES ($1, $2, $3)`
+	insertOutboundSQL = `INSERT INTO outbound_emails (message_id, from_address, job_id) VALUES ($1, $2, $3)`
+	insertRenderedSQL = `INSERT INTO outbound_emails (message_id, from_address, job_id, rendered, in_reply_to, reference_ids, rendered_at)
+		VALUES ($1, $2, $3, $4, $5, $6, now())`
 	insertRecipientSQL = `INSERT INTO outbound_recipients (message_id, address, kind, display_name) VALUES ($1, $2, $3, $4)`
 )
 
@@ -226,28 +238,6 @@ func scanRecipients(rows pgx.Rows) (map[int64][]*Recipient, error) {
 	return out, rows.Err()
 }
 
-// SaveRendered keeps the message's bytes and thread headers, unless an
-// earlier attempt kept them already; saved says whether these were kept.
-func (s *Store) SaveRendered(ctx context.Context, messageID int64, inReplyTo string, references []string, rendered []byte) (saved bool, err error) {
-	err = exec(ctx, s, func(b *Batch) { b.SaveRendered(messageID, inReplyTo, references, rendered, &saved) })
-	if err != nil {
-		return false, fmt.Errorf("save rendered email %d: %w", messageID, err)
-	}
-	return saved, nil
-}
-
-// SaveRendered queues SaveRendered; saved gets its answer.
-func (b *Batch) SaveRendered(messageID int64, inReplyTo string, references []string, rendered []byte, saved *bool) {
-	b.b.Queue(saveRenderedSQL, messageID, rendered, inReplyTo, references).Exec(func(tag pgconn.CommandTag) error {
-		*saved = tag.RowsAffected() == 1
-		return nil
-	})
-}
-
-const saveRenderedSQL = `UPDATE outbound_emails
-	SET rendered = $2, in_reply_to = $3, reference_ids = $4, rendered_at = now(), updated_at = now()
-	WHERE message_id = $1 AND rendered IS NULL`
-
 // MarkSending records that an attempt starts, and counts it.
 func (s *Store) MarkSending(ctx context.Context, messageID int64, resendsUncertain bool) error {
 	if err := exec(ctx, s, func(b *Batch) { b.MarkSending(messageID, resendsUncertain) }); err != nil {
@@ -281,9 +271,9 @@ type Kept struct {
 	Marked     bool // the attempt was marked as starting: the relay is not troubled
 }
 
-// KeepRenderedAndMarkSending is SaveRendered and
-// MarkSendingUnlessRelayTroubled in one statement, for the first attempt
-// that rendered the mail: one new version of the row instead of two. The
+// KeepRenderedAndMarkSending keeps the mail's bytes and thread headers
+// and is MarkSendingUnlessRelayTroubled, in one statement, for the first
+// attempt that rendered the mail: one new version of the row instead of two. The
 // bytes are kept unless an earlier attempt kept some; into gets the bytes
 // and thread headers the row holds afterwards, the ones to send whichever
 // attempt kept them.

@@ -1,0 +1,66 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
+	"github.com/helpdesk-dev/helpdesk/vocab"
+)
+
+// TestMailRenderedWhenWritten: a mail the service renders as it writes it
+// (an acknowledgement, a notification to an agent) is kept with its row in
+// one insert, ready for its first attempt, and mail text is stored with
+// lz4 (migration 029) on a server that has it, as Debian's and every
+// PostgreSQL since 14 built with it do.
+func TestMailRenderedWhenWritten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.NewPool(t)
+	st := store.New(pool)
+	if _, err := st.InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Parcel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Long enough that PostgreSQL compresses it (past about 2 KiB).
+	text := strings.Repeat("We are sorry your parcel is late; a new one leaves today. ", 80)
+	raw := []byte("Subject: Parcel\r\n\r\n" + text)
+	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionNotification,
+		Author: vocab.System, Body: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.InsertOutboundEmail(ctx, &store.InsertOutboundEmailParams{MessageID: msg.ID, FromAddress: "support@example.com",
+		Recipients: []store.Recipient{{Address: "alice@example.com", Kind: "to"}},
+		Rendered:   raw, InReplyTo: "<a@example.com>", References: []string{"<a@example.com>"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("KeptWithItsRow", func(t *testing.T) {
+		em, err := st.GetOutboundEmail(ctx, msg.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(em.Rendered) != string(raw) || em.InReplyTo == nil || *em.InReplyTo != "<a@example.com>" || len(em.References) != 1 ||
+			em.State != store.DeliveryQueued {
+			t.Errorf("row holds %d bytes, In-Reply-To %v, References %v, state %s; want the %d bytes, the thread, queued",
+				len(em.Rendered), em.InReplyTo, em.References, em.State, len(raw))
+		}
+	})
+
+	t.Run("MailTextIsCompressedWithLZ4", func(t *testing.T) {
+		var rendered, body string
+		if err := pool.QueryRow(ctx, `SELECT coalesce(pg_column_compression(o.rendered), 'none'), coalesce(pg_column_compression(m.body), 'none')
+			FROM outbound_emails o JOIN messages m ON m.id = o.message_id WHERE o.message_id = $1`, msg.ID).Scan(&rendered, &body); err != nil {
+			t.Fatal(err)
+		}
+		if rendered != "lz4" || body != "lz4" {
+			t.Errorf("rendered bytes compressed with %s, body with %s; want lz4 for both (is this PostgreSQL built without lz4?)", rendered, body)
+		}
+	})
+}
