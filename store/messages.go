@@ -96,7 +96,7 @@ func (b *Batch) InsertMessage(p *InsertMessageParams, into *Message) {
 		return
 	}
 	if into == nil { // nothing reads the row back (see InsertTicket)
-		b.b.Queue(insertMessageSQL, args...)
+		b.b.Queue(insertMessageUnreadSQL, args...)
 	} else {
 		queueRow(b, "insert message on", p.TicketID, scanMessage, into, insertMessageSQL, args...)
 	}
@@ -124,11 +124,15 @@ func (b *Batch) NextMessageID(id *int64) {
 
 // The id is an identity column: a number taken by NextMessageID is written
 // over the system's value, and COALESCE takes a new one only without it.
-const insertMessageSQL = `INSERT INTO messages (id, ticket_id, direction, author, body, email_message_id, auto_submitted, raw_email,
+// The unread form returns nothing, as InsertTicket's.
+const (
+	insertMessageUnreadSQL = `INSERT INTO messages (id, ticket_id, direction, author, body, email_message_id, auto_submitted, raw_email,
 		sender, auth_verdict, auth_detail, held_reason, subject)
 	OVERRIDING SYSTEM VALUE
 	VALUES (COALESCE($1, nextval(pg_get_serial_sequence('messages', 'id'))), $2, $3, $4, $5, $6, $7, $8,
-		NULLIF($9, ''), NULLIF($10, ''), NULLIF($11, ''), NULLIF($12, ''), NULLIF($13, '')) RETURNING ` + messageColumns
+		NULLIF($9, ''), NULLIF($10, ''), NULLIF($11, ''), NULLIF($12, ''), NULLIF($13, ''))`
+	insertMessageSQL = insertMessageUnreadSQL + ` RETURNING ` + messageColumns
+)
 
 // numbered reports whether the message's rows name it: its attachments,
 // or the chunks of a large raw mail.

@@ -103,7 +103,7 @@ func (s *Store) InsertTicket(ctx context.Context, p *InsertTicketParams) (*Ticke
 // ErrUnknownCustomer, from the foreign key.
 func (b *Batch) InsertTicket(p *InsertTicketParams, into *Ticket) {
 	if into == nil {
-		b.b.Queue(insertTicketSQL, insertTicketArgs(p)...)
+		b.b.Queue(insertTicketUnreadSQL, insertTicketArgs(p)...)
 		return
 	}
 	b.b.Queue(insertTicketSQL, insertTicketArgs(p)...).QueryRow(func(row pgx.Row) error {
@@ -115,9 +115,13 @@ func (b *Batch) InsertTicket(p *InsertTicketParams, into *Ticket) {
 	})
 }
 
-// COALESCE evaluates nextval only when the caller brings no number.
-const insertTicketSQL = `INSERT INTO tickets (id, customer_id, subject, follow_up_of, triage_job_id, last_customer_message_at, support_address, team)
-	VALUES (COALESCE($1, 'T-' || nextval('ticket_number_seq')), $2, $3, $4, $5, now(), $6, $7) RETURNING ` + ticketColumns
+// COALESCE evaluates nextval only when the caller brings no number. The
+// unread form returns nothing: a row nobody reads is still built and sent.
+const (
+	insertTicketUnreadSQL = `INSERT INTO tickets (id, customer_id, subject, follow_up_of, triage_job_id, last_customer_message_at, support_address, team)
+	VALUES (COALESCE($1, 'T-' || nextval('ticket_number_seq')), $2, $3, $4, $5, now(), $6, $7)`
+	insertTicketSQL = insertTicketUnreadSQL + ` RETURNING ` + ticketColumns
+)
 
 func insertTicketArgs(p *InsertTicketParams) []any {
 	return []any{nullIfEmpty(p.ID), p.CustomerID, p.Subject, nullIfEmpty(p.FollowUpOf), p.TriageJobID, nullIfEmpty(p.SupportAddress), nullIfEmpty(p.Team)}
