@@ -28,7 +28,7 @@ func TestRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"OpenATicketAndAcknowledgeIt", 5, true, func(ctx context.Context, t *testing.T, w *world, _ *store.Ticket, _ *storetest.Trips) {
+		{"OpenATicketAndAcknowledgeIt", 4, true, func(ctx context.Context, t *testing.T, w *world, _ *store.Ticket, _ *storetest.Trips) {
 			if _, _, err := w.desk.OpenTicket(ctx, &desk.OpenTicketParams{CustomerID: ada.ID, Subject: "S", Body: "B"}); err != nil {
 				t.Fatal(err)
 			}
@@ -72,6 +72,25 @@ func TestRoundTrips(t *testing.T) {
 			if _, err := w.desk.SaveTriageStep(ctx, &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskDraftReply,
 				Output: "Hello", Draft: "Hello", Last: true, ProviderName: "p"}); err != nil {
 				t.Fatal(err)
+			}
+		}},
+		// The last step of a classified ticket mails the team's agent: the
+		// step with the notice's reads, the mail's numbers, then its rows
+		// with the commit (River's insert is jobs' TestRoundTripsWithRiver's).
+		{"TheLastTriageStepTellingTheTeam", 3, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
+			w.agent(t, "alice", "billing")
+			if _, err := w.desk.SaveTriageStep(ctx, &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskClassify,
+				Output: "{}", Classification: &provider.Classification{Team: "billing", Priority: 2}, ProviderName: "p"}); err != nil {
+				t.Fatal(err)
+			}
+			trips.Reset()
+			if _, err := w.desk.SaveTriageStep(ctx, &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskDraftReply,
+				Output: "Hello", Draft: "Hello", Last: true, ProviderName: "p"}); err != nil {
+				t.Fatal(err)
+			}
+			var told int
+			if err := w.pool.QueryRow(w.ctx, `SELECT count(*) FROM messages WHERE ticket_id = $1 AND direction = 'notification'`, ticket.ID).Scan(&told); err != nil || told == 0 {
+				t.Fatalf("%d notifications (%v): the team was not told, so this counts nothing", told, err)
 			}
 		}},
 		{"ATriageStep", 2, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {

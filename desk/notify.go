@@ -86,11 +86,10 @@ func (d *Desk) mailAgentTx(ctx context.Context, tx *store.Tx, t *store.Ticket, a
 // keepRendered queues, with the transaction's next trip, a mail the
 // service wrote itself and rendered already: its message, its delivery to
 // one recipient with the job that sends it, and its bytes, kept before
-// any send.
+// any send. Nothing is read back, so the rows may go with the commit.
 func (d *Desk) keepRendered(tx *store.Tx, m *store.InsertMessageParams, jobID int64, to store.Recipient, out *mail.Outgoing, raw []byte) {
-	var msg store.Message
 	tx.Later(func(b *store.Batch) {
-		b.InsertMessage(m, &msg)
+		b.InsertMessage(m, nil)
 		b.InsertOutboundEmail(&store.InsertOutboundEmailParams{MessageID: m.ID, FromAddress: out.From.String(),
 			Recipients: []store.Recipient{to}, JobID: &jobID, Rendered: raw, InReplyTo: out.InReplyTo, References: out.References})
 	})
