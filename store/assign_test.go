@@ -8,19 +8,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/helpdesk-dev/helpdesk/store"
-	"github.com/helpdesk-dev/helpdesk/store/storetest"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // team is ana and ben in billing, and a customer.
 func team(t testing.TB) (*pgxpool.Pool, *store.Store) {
 	t.Helper()
-	pool := storetest.NewPool(t)
-	st := store.New(pool)
+	pool, st := withAda(t)
 	ctx := context.Background()
-	if _, err := st.InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range []string{"ana", "ben"} {
 		if err := st.UpsertAgent(ctx, &store.UpsertAgentParams{Name: name, DisplayName: name, Email: name + "@example.com",
 			Teams: []string{"billing"}}); err != nil {

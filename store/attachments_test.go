@@ -11,17 +11,13 @@ import (
 
 	"github.com/helpdesk-dev/helpdesk/blob"
 	"github.com/helpdesk-dev/helpdesk/store"
-	"github.com/helpdesk-dev/helpdesk/store/storetest"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestPruneAttachments(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := store.New(storetest.NewPool(t))
-	if _, err := st.InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
-		t.Fatal(err)
-	}
+	_, st := withAda(t)
 	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Hello"})
 	if err != nil {
 		t.Fatal(err)
@@ -59,11 +55,7 @@ func TestPruneAttachments(t *testing.T) {
 func TestLargeBytesGoInChunks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := storetest.NewPool(t)
-	st := store.New(pool)
-	if _, err := st.InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
-		t.Fatal(err)
-	}
+	pool, st := withAda(t)
 	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Hello"})
 	if err != nil {
 		t.Fatal(err)

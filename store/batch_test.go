@@ -8,18 +8,13 @@ import (
 
 	"github.com/helpdesk-dev/helpdesk/blob"
 	"github.com/helpdesk-dev/helpdesk/store"
-	"github.com/helpdesk-dev/helpdesk/store/storetest"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 func TestBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := storetest.NewPool(t)
-	st := store.New(pool)
-	if _, err := st.InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
-		t.Fatal(err)
-	}
+	pool, st := withAda(t)
 	count := func(t *testing.T, table string) (n int) {
 		t.Helper()
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {

@@ -19,9 +19,7 @@ func ticketWithMessages(tb testing.TB, pool *pgxpool.Pool, n int) (*store.Store,
 	tb.Helper()
 	ctx := context.Background()
 	st := store.New(pool)
-	if _, err := st.InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
-		tb.Fatal(err)
-	}
+	addAda(tb, st)
 	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Hello"})
 	if err != nil {
 		tb.Fatal(err)
@@ -92,12 +90,8 @@ func BenchmarkReplyThread(b *testing.B) {
 	}
 	for name, direction := range mixes {
 		b.Run(name, func(b *testing.B) {
-			pool := storetest.NewPool(b)
+			pool, st := withAda(b)
 			ctx := context.Background()
-			st := store.New(pool)
-			if _, err := st.InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
-				b.Fatal(err)
-			}
 			replies := map[int]*store.Message{}
 			for _, n := range []int{10, 10000} {
 				ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Hello"})

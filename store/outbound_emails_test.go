@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/helpdesk-dev/helpdesk/store"
-	"github.com/helpdesk-dev/helpdesk/store/storetest"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
@@ -18,11 +17,7 @@ import (
 func TestMailRenderedWhenWritten(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := storetest.NewPool(t)
-	st := store.New(pool)
-	if _, err := st.InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
-		t.Fatal(err)
-	}
+	pool, st := withAda(t)
 	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Parcel"})
 	if err != nil {
 		t.Fatal(err)

@@ -13,11 +13,7 @@ import (
 
 func TestTx(t *testing.T) {
 	t.Parallel()
-	pool := storetest.NewPool(t)
-	st := store.New(pool)
-	if _, err := st.InsertCustomer(context.Background(), &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
-		t.Fatal(err)
-	}
+	pool, _ := withAda(t)
 	tickets := func(t *testing.T) (n int) {
 		t.Helper()
 		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM tickets`).Scan(&n); err != nil {
