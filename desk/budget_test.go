@@ -2,6 +2,7 @@ package desk_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,10 +29,11 @@ func TestRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"OpenATicketAndAcknowledgeIt", 4, true, func(ctx context.Context, t *testing.T, w *world, _ *store.Ticket, _ *storetest.Trips) {
+		{"OpenATicketAndAcknowledgeIt", 4, true, func(ctx context.Context, t *testing.T, w *world, _ *store.Ticket, trips *storetest.Trips) {
 			if _, _, err := w.desk.OpenTicket(ctx, &desk.OpenTicketParams{CustomerID: ada.ID, Subject: "S", Body: "B"}); err != nil {
 				t.Fatal(err)
 			}
+			keptInOneInsert(t, trips)
 		}},
 		{"FileANewTicketByMail", 4, false, func(ctx context.Context, t *testing.T, w *world, _ *store.Ticket, _ *storetest.Trips) {
 			if _, err := w.desk.FileInbound(ctx, support, mailFrom(bram.Email, "<budget@mail.example.com>", "S", "B")); err != nil {
@@ -92,6 +94,7 @@ func TestRoundTrips(t *testing.T) {
 			if err := w.pool.QueryRow(w.ctx, `SELECT count(*) FROM messages WHERE ticket_id = $1 AND direction = 'notification'`, ticket.ID).Scan(&told); err != nil || told == 0 {
 				t.Fatalf("%d notifications (%v): the team was not told, so this counts nothing", told, err)
 			}
+			keptInOneInsert(t, trips)
 		}},
 		{"ATriageStep", 2, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
 			if _, err := w.desk.SaveTriageStep(ctx, &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskClassify,
@@ -127,5 +130,21 @@ func TestRoundTrips(t *testing.T) {
 			}
 			t.Logf("%s: %d round trips:\n%s", tc.name, trips.N(), trips)
 		})
+	}
+}
+
+// keptInOneInsert fails when a mail the desk rendered as it wrote it
+// (an acknowledgement, a notification) took more than its one insert into
+// outbound_emails: its bytes written by a second statement.
+func keptInOneInsert(t *testing.T, trips *storetest.Trips) {
+	t.Helper()
+	var touching []string
+	for _, s := range trips.Statements() {
+		if strings.Contains(s.SQL, "outbound_emails") {
+			touching = append(touching, strings.Join(strings.Fields(s.SQL), " "))
+		}
+	}
+	if len(touching) != 1 || !strings.HasPrefix(touching[0], "INSERT INTO outbound_emails") {
+		t.Errorf("%d statements on outbound_emails, want its one insert:\n%s", len(touching), strings.Join(touching, "\n"))
 	}
 }
