@@ -3,23 +3,174 @@ package desk
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
-// assignTx gives the ticket to the least busy active agent of its team
-// (fewest open and pending tickets; ties: assigned least recently), unless
-// it has an assignee already, in the caller's transaction: the one that
-// saves the team triage chose. It returns the agent, "" for none.
-func (d *Desk) assignTx(ctx context.Context, tx *store.Tx, ticketID, team string) (string, error) {
-	agent, err := tx.Store().AssignToTeam(ctx, ticketID, team)
-	if err != nil || agent == "" {
-		return "", err
+// classifyAndAssignTx records the team and priority triage chose and
+// gives the ticket to the least busy active agent of that team (fewest
+// open and pending tickets; ties: assigned least recently), unless it has
+// an assignee already, in the caller's transaction: the one that saves
+// the classification. It returns the agent, "" for none, and a function
+// to call once the transaction has ended (also with an error).
+func (d *Desk) classifyAndAssignTx(ctx context.Context, tx *store.Tx, ticketID, team string, priority int) (agent string, done func(), err error) {
+	slots := d.assigning.team(team)
+	done, err = slots.take(ctx)
+	if err != nil {
+		return "", func() {}, fmt.Errorf("assign %s: %w", ticketID, err)
 	}
+	// A try that finds no agent it may give the ticket to waits for
+	// another assignment of the team to end, one that ended since the try
+	// began included: ended is the try's.
+	var ended <-chan struct{}
+	agent, agents, err := tx.Store().AssignToTeam(ctx, &store.AssignParams{
+		TicketID: ticketID, Team: team, Priority: priority,
+		Busy: func() []string {
+			var busy []string
+			busy, ended = slots.busy()
+			return busy
+		},
+		Await: func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-ended:
+				return nil
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	})
+	d.assigning.size(team, agents)
+	if err != nil || agent == "" {
+		return "", done, err
+	}
+	done = slots.hold(agent, done)
 	event(tx, ticketID, vocab.System, "assignee", "", agent)
-	return agent, nil
+	return agent, done, nil
+}
+
+// assignTeams holds, per team, this process's assignments in flight.
+type assignTeams struct {
+	mu    sync.Mutex
+	teams map[string]*assignSlots
+}
+
+// team returns team's slots.
+func (t *assignTeams) team(team string) *assignSlots {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.teams[team]
+	if s == nil {
+		if t.teams == nil {
+			t.teams = map[string]*assignSlots{}
+		}
+		// One at a time until the first assignment learns the team's size.
+		s = &assignSlots{slots: make(chan struct{}, 1), held: map[string]int{}, ended: make(chan struct{})}
+		t.teams[team] = s
+	}
+	return s
+}
+
+// size sets how many assignments of team may be in flight at once: its
+// active agents, as the store's pick counted them; any number for a team
+// without agents, which holds nobody.
+func (t *assignTeams) size(team string, agents int) {
+	t.team(team).resize(agents)
+}
+
+// assignSlots are a team's assignments in flight in this process: no
+// more than the team has active agents. Each holds the agent it picked
+// until its transaction ends, and while every agent is held another
+// assignment would find none free and try again after a wait (at 50
+// triage workers and a team of three, 4.6 tries for every ticket
+// assigned, each a statement and a trip); here it waits for a slot
+// instead, woken as soon as one is given back, and costs PostgreSQL
+// nothing meanwhile. The agents held are
+// told to the store's fairness check (busy): each is about to have one
+// more. Other processes' assignments are not counted here; the store
+// passes by the agents they hold and checks against what they committed.
+type assignSlots struct {
+	mu    sync.Mutex
+	slots chan struct{} // a slot taken is a value sent; nil: no bound
+	held  map[string]int
+	ended chan struct{} // closed, and made anew, when an assignment ends
+}
+
+// take waits for a slot and returns its release, which may be called
+// more than once.
+func (s *assignSlots) take(ctx context.Context) (func(), error) {
+	s.mu.Lock()
+	slots := s.slots
+	s.mu.Unlock()
+	if slots == nil {
+		return func() {}, nil
+	}
+	select {
+	case slots <- struct{}{}:
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				<-slots
+				s.mu.Lock()
+				close(s.ended)
+				s.ended = make(chan struct{})
+				s.mu.Unlock()
+			})
+		}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// resize makes room for n assignments at once (any number for n < 1),
+// for later takes; slots taken before are given back to the set they came
+// from.
+func (s *assignSlots) resize(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case n < 1:
+		s.slots = nil
+	case cap(s.slots) != n || s.slots == nil:
+		s.slots = make(chan struct{}, n)
+	}
+}
+
+// hold marks agent as being given a ticket until done is called, which
+// the returned function does too.
+func (s *assignSlots) hold(agent string, done func()) func() {
+	s.mu.Lock()
+	s.held[agent]++
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.held[agent]--; s.held[agent] == 0 {
+				delete(s.held, agent)
+			}
+			s.mu.Unlock()
+			done()
+		})
+	}
+}
+
+// busy lists the agents held, and returns the channel closed when the
+// next assignment ends.
+func (s *assignSlots) busy() ([]string, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.held))
+	for name := range s.held {
+		names = append(names, name)
+	}
+	return names, s.ended
 }
 
 // Autoclose closes the tickets solved before the time, each in a

@@ -102,6 +102,35 @@ func TestRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		// The result, the team, priority and assignee written at once, and
+		// the pick checked; then the commit.
+		{"AClassifyStepGivingTheTicketToAnAgent", 2, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
+			w.agent(t, "alice", "billing")
+			cfg := w.cfg
+			cfg.AutoAssign = true
+			assigning := desk.New(w.pool, w.queue, cfg)
+			trips.Reset()
+			if _, err := assigning.SaveTriageStep(ctx, &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskClassify,
+				Output: "{}", Classification: &provider.Classification{Team: "billing", Priority: 2}, ProviderName: "p"}); err != nil {
+				t.Fatal(err)
+			}
+			var assignee, team string
+			if err := w.pool.QueryRow(w.ctx, `SELECT assignee, team FROM tickets WHERE id = $1`, ticket.ID).Scan(&assignee, &team); err != nil ||
+				assignee != "alice" || team != "billing" {
+				t.Fatalf("assignee %q, team %q (%v): want alice, billing", assignee, team, err)
+			}
+			// A ticket's write that changes an indexed column writes an entry in
+			// each of its indexes: the classification and the assignee share one.
+			var writes []string
+			for _, s := range trips.Statements() {
+				if strings.Contains(s.SQL, "UPDATE tickets") {
+					writes = append(writes, strings.Join(strings.Fields(s.SQL), " "))
+				}
+			}
+			if len(writes) != 1 {
+				t.Errorf("%d statements write the ticket, want one:\n%s", len(writes), strings.Join(writes, "\n"))
+			}
+		}},
 		// The mail with what renders it, the bytes kept with the attempt marked, the outcome.
 		{"TheFirstDeliveryOfAReply", 3, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
 			msg, jobID, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "B"})

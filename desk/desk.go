@@ -148,6 +148,7 @@ type Desk struct {
 	// similarity is Config.Similarity or the one in memory.
 	similarity Similarity
 	slaOn      slaSwitch
+	assigning  assignTeams
 }
 
 // New returns the use cases over pool, queueing their work with jobs.

@@ -153,6 +153,8 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 			return false, fmt.Errorf("save %s of job %d: %w", r.Task, r.JobID, err)
 		}
 	}
+	assigned := func() {} // gives back the assignment's slot, once the transaction has ended
+	defer func() { assigned() }()
 	// The result goes first, and everything after it is written only if
 	// it is saved: a result the job has already fails the transaction
 	// (store.ErrStepSaved). So the step's writes wait for one trip, most
@@ -176,12 +178,14 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 		switch r.Task {
 		case TaskClassify:
 			c := r.Classification
-			tx.Later(func(b *store.Batch) { b.SetTicketClassification(r.TicketID, c.Team, c.Priority) })
 			d.retimeTx(tx, r.TicketID)
-			if d.config.AutoAssign {
-				if _, err := d.assignTx(ctx, tx, r.TicketID, r.Classification.Team); err != nil {
-					return err
-				}
+			if !d.config.AutoAssign {
+				tx.Later(func(b *store.Batch) { b.SetTicketClassification(r.TicketID, c.Team, c.Priority) })
+				break
+			}
+			var err error
+			if _, assigned, err = d.classifyAndAssignTx(ctx, tx, r.TicketID, c.Team, c.Priority); err != nil {
+				return err
 			}
 		case TaskDraftReply:
 			tx.Later(func(b *store.Batch) { b.SetTicketDraftReply(r.TicketID, r.Draft, r.JobID, r.DraftSources) })

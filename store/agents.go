@@ -199,74 +199,168 @@ func (b *Batch) Teams(into *[]string) { b.texts("teams", teamsSQL, into) }
 const teamsSQL = `SELECT DISTINCT t.team FROM agent_teams t JOIN agents a ON a.name = t.agent
 	WHERE a.disabled_at IS NULL ORDER BY t.team`
 
-// AssignToTeam gives the ticket, if nobody has it, to the active agent of
-// the team with the fewest open and pending tickets (ties: assigned least
-// recently, then by name), in the caller's transaction, and returns the
-// agent ("" for none). Each agent's load is a row kept by a trigger
-// (migration 022), so the pick reads the team's agents, not its tickets;
-// it locks the agent it picks, and a concurrent assignment takes the next
-// one instead of waiting (FOR UPDATE SKIP LOCKED). The pick's snapshot may
-// be older than the row it locked (PostgreSQL re-reads a locked row, not
-// the order), so a fresh read checks that no agent of the team has fewer;
-// if one has, the pick is undone (a savepoint) and made again, a little
-// later when that agent is being assigned to right now. The loads stay
-// within one of each other, as when assignments took turns.
-func (s *Store) AssignToTeam(ctx context.Context, ticketID, team string) (string, error) {
-	var (
-		agent  *string
-		picked bool
-		fair   bool
+// AssignParams is a ticket triage classified, for AssignToTeam.
+type AssignParams struct {
+	TicketID string
+	// Team and Priority are triage's, written with the assignee: a ticket
+	// update that changes an indexed column writes an entry in each of
+	// its indexes, and one write for both costs half of two.
+	Team     string
+	Priority int
+	// Busy, when set, names the agents of the team that other
+	// transactions of this process are giving a ticket right now, each to
+	// have one more when they commit.
+	Busy func() []string
+	// Await, when set, waits between tries: until another assignment of
+	// the team has ended, or for at most d. Without it a try waits d.
+	Await func(ctx context.Context, d time.Duration) error
+}
+
+// AssignToTeam records the ticket's team and priority and gives it, if
+// nobody has it, to the active agent of the team with the fewest open and
+// pending tickets (ties: assigned least recently, then by name), in the
+// caller's transaction. It returns the agent ("" for none) and how many
+// active agents the team has.
+//
+// Each agent's load is a row kept by a trigger (migration 022), so the
+// pick reads the team's agents, not its tickets; it locks the agent it
+// picks, and a concurrent assignment takes the next one instead of
+// waiting (FOR NO KEY UPDATE SKIP LOCKED). The agent is given the ticket
+// only if it has no more than any other of the team, counting one more
+// for each Busy agent; otherwise nothing is written and the pick is made
+// again once the agents being given tickets right now have them. The
+// loads other than the one locked are the pick's snapshot's, older than
+// the locked row's, so a fresh read checks again after the write, which
+// is undone (a savepoint) if it finds one with fewer. So the loads stay
+// within one of each other, as when assignments took turns; a Busy
+// agent's transaction that rolls back leaves one agent two ahead until the
+// next assignments even it out.
+//
+// The agent stays locked until the caller's commit, and every other
+// assignment of the team passes it by meanwhile: so the savepoint, the
+// write and its check go in one trip, with what waits in the transaction,
+// and the savepoint's release waits for the transaction's next trip (most
+// often its commit's).
+func (s *Store) AssignToTeam(ctx context.Context, p *AssignParams) (agent string, agents int, err error) {
+	tx, ok := s.db.(*Tx)
+	if !ok {
+		return "", 0, fmt.Errorf("assign %s: not in a transaction", p.TicketID)
+	}
+	const (
+		savepoint = `SAVEPOINT helpdesk_assign`
+		release   = `RELEASE SAVEPOINT helpdesk_assign`
+		undo      = `ROLLBACK TO SAVEPOINT helpdesk_assign`
 	)
+	await := p.Await
+	if await == nil {
+		await = func(ctx context.Context, d time.Duration) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(d):
+				return nil
+			}
+		}
+	}
+	var pending []string // the last try's undoing, which goes with the next one
 	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
-		if _, err := s.db.Exec(ctx, `SAVEPOINT helpdesk_assign`); err != nil {
-			return "", fmt.Errorf("assign %s: %w", ticketID, err)
+		var (
+			b                   Batch
+			given               *string
+			done, locked, fresh bool
+			busy                []string
+		)
+		if p.Busy != nil {
+			busy = p.Busy()
 		}
-		err := s.db.QueryRow(ctx, `WITH pick AS (
-				SELECT a.name FROM agents a JOIN agent_teams t ON t.agent = a.name
-				WHERE t.team = $2 AND a.disabled_at IS NULL
-				ORDER BY a.open_tickets, a.last_assigned_at NULLS FIRST, a.name
-				LIMIT 1 FOR UPDATE OF a SKIP LOCKED
-			), assigned AS (
-				UPDATE tickets SET assignee = (SELECT name FROM pick), updated_at = now()
-				WHERE id = $1 AND assignee IS NULL AND EXISTS (SELECT 1 FROM pick)
-				RETURNING assignee
-			), touched AS (
-				UPDATE agents SET last_assigned_at = clock_timestamp() WHERE name = (SELECT assignee FROM assigned)
-			)
-			SELECT (SELECT assignee FROM assigned), EXISTS (SELECT 1 FROM pick)`, ticketID, team).Scan(&agent, &picked)
+		for _, sql := range append(pending, savepoint) {
+			b.b.Queue(sql)
+		}
+		b.b.Queue(assignPickSQL, p.TicketID, p.Team, p.Priority, busy).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&given, &done, &locked, &agents)
+		})
+		b.b.Queue(assignFairSQL, p.TicketID, p.Team, busy).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&fresh)
+		})
+		if err := tx.send(ctx, &b, false); err != nil {
+			return "", 0, fmt.Errorf("assign %s: %w", p.TicketID, err)
+		}
 		switch {
-		case err != nil:
-			return "", fmt.Errorf("assign %s: %w", ticketID, err)
-		case agent == nil && picked:
-			return "", nil // someone has it already
-		case agent != nil:
-			// Our own +1 is in the agent's row now; before it, the load
-			// must have been the team's least.
-			if err := s.db.QueryRow(ctx, `SELECT (SELECT open_tickets - 1 FROM agents WHERE name = $1) <=
-				coalesce((SELECT min(a.open_tickets) FROM agents a JOIN agent_teams t ON t.agent = a.name
-				 WHERE t.team = $2 AND a.disabled_at IS NULL AND a.name <> $1), 2147483647)`, *agent, team).Scan(&fair); err != nil {
-				return "", fmt.Errorf("assign %s: %w", ticketID, err)
-			}
-			if fair {
-				if _, err := s.db.Exec(ctx, `RELEASE SAVEPOINT helpdesk_assign`); err != nil {
-					return "", fmt.Errorf("assign %s: %w", ticketID, err)
-				}
-				return *agent, nil
-			}
+		case done && given == nil:
+			// Someone has it already, or the team has nobody: the team
+			// and priority are written all the same. (Or the ticket is
+			// gone, and the caller's transaction finds out.)
+			tx.Later(func(b *Batch) { b.b.Queue(release) })
+			return "", agents, nil
+		case done && fresh:
+			tx.Later(func(b *Batch) { b.b.Queue(release) })
+			return *given, agents, nil
+		case !locked:
+			// Every agent of the team is being given a ticket: nothing is
+			// written or locked, and the undoing goes with the next try.
+			pending = []string{undo, release}
 		default:
-			var anyone bool
-			if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents a JOIN agent_teams t ON t.agent = a.name
-				WHERE t.team = $1 AND a.disabled_at IS NULL)`, team).Scan(&anyone); err != nil || !anyone {
-				return "", err
+			// The agent locked had more than another: let it go before waiting.
+			var back Batch
+			back.b.Queue(undo)
+			back.b.Queue(release)
+			if err := tx.send(ctx, &back, false); err != nil {
+				return "", 0, fmt.Errorf("assign %s: %w", p.TicketID, err)
 			}
+			pending = nil
 		}
-		if _, err := s.db.Exec(ctx, `ROLLBACK TO SAVEPOINT helpdesk_assign`); err != nil {
-			return "", fmt.Errorf("assign %s: %w", ticketID, err)
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("assign %s: %w", ticketID, ctx.Err())
-		case <-time.After(wait):
+		if err := await(ctx, wait); err != nil {
+			return "", 0, fmt.Errorf("assign %s: %w", p.TicketID, err)
 		}
 	}
 }
+
+// assignPickSQL locks ticket $1 and, if it has no assignee, the least busy
+// agent of team $2 that no other assignment holds (was, pick). If that
+// agent has, as locked, no more open tickets than any other active agent
+// of the team, counting one more for each agent of $4 (Busy), or if there
+// is nobody to give the ticket to (it has an assignee, or the team nobody
+// active), it writes team $2 and priority $3 on the ticket, and the agent
+// as its assignee. It returns the agent given the ticket, or NULL; whether
+// it is done (it wrote, or the ticket is gone); whether an agent was
+// locked; and how many active agents the team has. (was reads the ticket's newest assignee, which RETURNING
+// cannot give.)
+const assignPickSQL = `WITH was AS (
+		SELECT assignee FROM tickets WHERE id = $1 FOR NO KEY UPDATE
+	), team AS (
+		SELECT a.name, a.open_tickets + CASE WHEN a.name = ANY($4::text[]) THEN 1 ELSE 0 END AS load
+		FROM agents a JOIN agent_teams t ON t.agent = a.name
+		WHERE t.team = $2 AND a.disabled_at IS NULL
+	), pick AS (
+		SELECT a.name, a.open_tickets FROM agents a JOIN agent_teams t ON t.agent = a.name
+		WHERE t.team = $2 AND a.disabled_at IS NULL AND EXISTS (SELECT 1 FROM was WHERE assignee IS NULL)
+		ORDER BY a.open_tickets, a.last_assigned_at NULLS FIRST, a.name
+		LIMIT 1 FOR NO KEY UPDATE OF a SKIP LOCKED
+	), fair AS (
+		SELECT p.name FROM pick p
+		WHERE p.open_tickets <= coalesce((SELECT min(t.load) FROM team t WHERE t.name <> p.name), 2147483647)
+	), assigned AS (
+		UPDATE tickets SET team = $2, priority = $3, updated_at = now(),
+			assignee = coalesce((SELECT assignee FROM was), (SELECT name FROM fair))
+		WHERE id = $1 AND (EXISTS (SELECT 1 FROM fair) OR NOT EXISTS (SELECT 1 FROM was WHERE assignee IS NULL)
+			OR NOT EXISTS (SELECT 1 FROM team))
+		RETURNING assignee
+	), touched AS (
+		UPDATE agents SET last_assigned_at = clock_timestamp()
+		WHERE name = (SELECT name FROM fair) AND EXISTS (SELECT 1 FROM assigned)
+	)
+	SELECT (SELECT name FROM fair WHERE EXISTS (SELECT 1 FROM assigned)),
+		EXISTS (SELECT 1 FROM assigned) OR NOT EXISTS (SELECT 1 FROM was),
+		EXISTS (SELECT 1 FROM pick),
+		(SELECT count(*) FROM team)`
+
+// assignFairSQL, run after assignPickSQL with a snapshot of its own, says
+// whether the ticket's assignee had, before its +1 (in its row by now, by
+// the trigger), no more open tickets than any other active agent of team
+// $2, counting one more for each agent of $3 (Busy). Its answer means
+// nothing when the pick gave the ticket to nobody.
+const assignFairSQL = `SELECT coalesce((SELECT a.open_tickets - 1 <=
+		coalesce((SELECT min(o.open_tickets + CASE WHEN o.name = ANY($3::text[]) THEN 1 ELSE 0 END)
+		 FROM agents o JOIN agent_teams t ON t.agent = o.name
+		 WHERE t.team = $2 AND o.disabled_at IS NULL AND o.name <> a.name), 2147483647)
+	FROM tickets k JOIN agents a ON a.name = k.assignee WHERE k.id = $1), false)`

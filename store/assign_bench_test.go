@@ -80,7 +80,7 @@ func BenchmarkAssign(b *testing.B) {
 			return serializedAssign(ctx, tx, id, "billing")
 		})
 		now := rate(b, func(ctx context.Context, tx *store.Tx, id string) error {
-			_, err := tx.Store().AssignToTeam(ctx, id, "billing")
+			_, _, err := tx.Store().AssignToTeam(ctx, &store.AssignParams{TicketID: id, Team: "billing", Priority: 2})
 			return err
 		})
 		b.ReportMetric(before, "serialized_assignments/s")

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,8 +39,13 @@ func newTicket(t *testing.T, st *store.Store) string {
 // assign assigns the ticket in a transaction of its own, as triage does
 // in its step's.
 func assign(ctx context.Context, pool *pgxpool.Pool, ticketID string) (agent string, err error) {
+	return assignWith(ctx, pool, &store.AssignParams{TicketID: ticketID, Team: "billing", Priority: 2})
+}
+
+// assignWith is assign with the parameters given.
+func assignWith(ctx context.Context, pool *pgxpool.Pool, p *store.AssignParams) (agent string, err error) {
 	err = store.Run(ctx, pool, func(tx *store.Tx) error {
-		agent, err = tx.Store().AssignToTeam(ctx, ticketID, "billing")
+		agent, _, err = tx.Store().AssignToTeam(ctx, p)
 		return err
 	})
 	return agent, err
@@ -107,7 +114,7 @@ func TestAssignmentsOfOneTeamDoNotWaitForEachOther(t *testing.T) {
 	ctx := context.Background()
 	tx := store.Begin(pool)
 	defer tx.Rollback(ctx)
-	a, err := tx.Store().AssignToTeam(ctx, first, "billing")
+	a, _, err := tx.Store().AssignToTeam(ctx, &store.AssignParams{TicketID: first, Team: "billing", Priority: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,4 +134,120 @@ func TestAssignmentsOfOneTeamDoNotWaitForEachOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireLoads(t, pool, "both")
+}
+
+// giveAna gives ana n open tickets of her own.
+func giveAna(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO tickets (id, customer_id, subject, assignee)
+		SELECT 'T-' || (900000 + g), 'C-0001', 'Ana''s', 'ana' FROM generate_series(1, $1::int) g`, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdBen opens a transaction that is giving ben a ticket, and returns
+// it still open.
+func holdBen(t *testing.T, pool *pgxpool.Pool, st *store.Store) *store.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx := store.Begin(pool)
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	if agent, _, err := tx.Store().AssignToTeam(ctx, &store.AssignParams{TicketID: newTicket(t, st), Team: "billing", Priority: 2}); err != nil || agent != "ben" {
+		t.Fatalf("the first assignment gave ben's ticket to %q (%v)", agent, err)
+	}
+	return tx
+}
+
+func TestAssignmentKeepsLoadsWithinOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("AnAgentAheadIsPassedByUntilTheOthersHaveTheirsAndHeldByNobodyMeanwhile", func(t *testing.T) {
+		t.Parallel()
+		pool, st := team(t)
+		giveAna(t, pool, 2)
+		first := holdBen(t, pool, st)
+		// Only ana is free, and two ahead of ben: the ticket must wait for ben.
+		second := newTicket(t, st)
+		waited, proceed := make(chan struct{}), make(chan struct{})
+		let := sync.OnceFunc(func() { close(proceed) })
+		t.Cleanup(let)
+		got := make(chan string, 1)
+		var once sync.Once
+		go func() {
+			agent, err := assignWith(ctx, pool, &store.AssignParams{TicketID: second, Team: "billing", Priority: 2,
+				Await: func(ctx context.Context, d time.Duration) error {
+					// The first wait lasts until the test has looked.
+					once.Do(func() { close(waited); <-proceed })
+					time.Sleep(d)
+					return ctx.Err()
+				}})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- agent
+		}()
+		select {
+		case <-waited:
+		case agent := <-got:
+			t.Fatalf("the ticket went to %q at once, ana two ahead of ben", agent)
+		}
+		// While it waits, it holds ana no more: her own changes go through.
+		if _, err := pool.Exec(ctx, `SELECT 1 FROM agents WHERE name = 'ana' FOR UPDATE NOWAIT`); err != nil {
+			t.Errorf("ana is held by the assignment that waits: %v", err)
+		}
+		if err := first.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		let()
+		if agent := <-got; agent != "ben" {
+			t.Errorf("the second ticket went to %q, want ben (ana had two, ben one)", agent)
+		}
+		requireLoads(t, pool, "both")
+		var team string
+		var priority int
+		if err := pool.QueryRow(ctx, `SELECT team, priority FROM tickets WHERE id = $1`, second).Scan(&team, &priority); err != nil || team != "billing" || priority != 2 {
+			t.Errorf("the ticket's team %q and priority %d (%v), want billing and 2", team, priority, err)
+		}
+	})
+
+	t.Run("AnAgentBeingGivenATicketCountsItAlready", func(t *testing.T) {
+		t.Parallel()
+		pool, st := team(t)
+		giveAna(t, pool, 1)
+		first := holdBen(t, pool, st)
+		// Ana has one and ben, about to, one: ana may have the next at once.
+		agent, err := assignWith(ctx, pool, &store.AssignParams{TicketID: newTicket(t, st), Team: "billing", Priority: 2,
+			Busy: func() []string { return []string{"ben"} },
+			Await: func(context.Context, time.Duration) error {
+				return errors.New("waited, though ben is counted as busy")
+			}})
+		if err != nil || agent != "ana" {
+			t.Fatalf("gave the ticket to %q (%v), want ana at once", agent, err)
+		}
+		if err := first.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		requireLoads(t, pool, "both")
+	})
+
+	t.Run("ATicketSomeoneHasKeepsItsAssigneeAndTakesTheClassification", func(t *testing.T) {
+		t.Parallel()
+		pool, st := team(t)
+		id := newTicket(t, st)
+		if err := st.SetTicketAssignee(ctx, id, "ana"); err != nil {
+			t.Fatal(err)
+		}
+		agent, err := assignWith(ctx, pool, &store.AssignParams{TicketID: id, Team: "billing", Priority: 1})
+		if err != nil || agent != "" {
+			t.Fatalf("assigned %q (%v), want nobody new", agent, err)
+		}
+		var assignee, team string
+		var priority int
+		if err := pool.QueryRow(ctx, `SELECT assignee, team, priority FROM tickets WHERE id = $1`, id).Scan(&assignee, &team, &priority); err != nil ||
+			assignee != "ana" || team != "billing" || priority != 1 {
+			t.Errorf("assignee %q, team %q, priority %d (%v); want ana, billing, 1", assignee, team, priority, err)
+		}
+		requireLoads(t, pool, "kept")
+	})
 }

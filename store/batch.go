@@ -51,6 +51,17 @@ func (b *Batch) Add(other *Batch) {
 	}
 }
 
+// answers reports whether a statement queued has an answer to read or
+// check.
+func (b *Batch) answers() bool {
+	for _, q := range b.b.QueuedQueries {
+		if q.Fn != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // readOnly marks q as a statement whose answer checks nothing (Batch.reads).
 func (b *Batch) readOnly(q *pgx.QueuedQuery) {
 	if b.reads == nil {

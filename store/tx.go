@@ -290,9 +290,10 @@ func (r firstRow) Scan(dest ...any) error {
 // BeforeCommit runs fn in the transaction just before it commits, once
 // per key however often it is asked: work that follows from everything the
 // transaction did (a ticket's clocks after all its changes) is done once,
-// after the last change. What waits is sent first, so fn sees what the
-// transaction's Later reads read; that trip would have gone with the
-// commit anyway. An error from fn rolls the transaction back.
+// after the last change. What waits is sent first when a statement of it
+// has an answer, so fn sees what the transaction's Later reads read; that
+// trip would have gone with the commit anyway. An error from fn rolls the
+// transaction back.
 func (t *Tx) BeforeCommit(key string, fn func(ctx context.Context) error) {
 	if t.hookKeys[key] {
 		return
@@ -310,8 +311,12 @@ func (t *Tx) BeforeCommit(key string, fn func(ctx context.Context) error) {
 // connection back (Run does).
 func (t *Tx) Commit(ctx context.Context) error {
 	for len(t.hooks) > 0 { // a hook may add another
-		if err := t.send(ctx, nil, false); err != nil {
-			return err
+		// A hook reads what waits answered; statements that answer
+		// nothing may wait on, for the commit's trip.
+		if t.later.answers() {
+			if err := t.send(ctx, nil, false); err != nil {
+				return err
+			}
 		}
 		hooks := t.hooks
 		t.hooks = nil

@@ -1,0 +1,121 @@
+package desk
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestAssignSlots(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("ATeamHasOneAssignmentInFlightUntilItsSizeIsKnownThenOneAnAgent", func(t *testing.T) {
+		t.Parallel()
+		var teams assignTeams
+		s := teams.team("billing")
+		first, err := s.take(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := takeSoon(s); err == nil {
+			t.Fatal("a second assignment went while the team's size was unknown")
+		}
+		teams.size("billing", 2)
+		second, err := s.take(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		third, err := s.take(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := takeSoon(s); err == nil {
+			t.Fatal("a third assignment went with two agents, both being given tickets")
+		}
+		first() // from the set before the resize: gives nothing of the new one back
+		if _, err := takeSoon(s); err == nil {
+			t.Fatal("a slot of the old size was given to the new set")
+		}
+		second()
+		second() // once only
+		if _, err := takeWithin(s, 10*time.Second); err != nil {
+			t.Fatalf("no slot after one was given back: %v", err)
+		}
+		third()
+	})
+
+	t.Run("ATeamWithoutAgentsIsNotHeldToOneAtATime", func(t *testing.T) {
+		t.Parallel()
+		var teams assignTeams
+		s := teams.team("general")
+		if _, err := s.take(ctx); err != nil {
+			t.Fatal(err)
+		}
+		teams.size("general", 0)
+		for range 3 {
+			if _, err := takeWithin(s, 10*time.Second); err != nil {
+				t.Fatalf("an assignment to a team without agents waited: %v", err)
+			}
+		}
+		teams.size("general", 1) // an agent joined
+		if _, err := s.take(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := takeSoon(s); err == nil {
+			t.Fatal("a second assignment went with the team's one agent being given a ticket")
+		}
+	})
+
+	t.Run("AnAssignmentWaitingIsWokenWhenAnotherEnds", func(t *testing.T) {
+		t.Parallel()
+		var teams assignTeams
+		teams.size("billing", 2)
+		s := teams.team("billing")
+		done, err := s.take(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done = s.hold("ana", done)
+		busy, ended := s.busy()
+		if !slices.Equal(busy, []string{"ana"}) {
+			t.Fatalf("busy %v, want ana", busy)
+		}
+		select {
+		case <-ended:
+			t.Fatal("woken before any assignment ended")
+		default:
+		}
+		done()
+		<-ended // a wait would last until the test's deadline
+		if busy, _ := s.busy(); len(busy) != 0 {
+			t.Errorf("busy %v after ana's transaction ended", busy)
+		}
+	})
+
+	t.Run("AWaitForASlotEndsWithItsContext", func(t *testing.T) {
+		t.Parallel()
+		var teams assignTeams
+		s := teams.team("billing")
+		if _, err := s.take(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := s.take(cancelled); !errors.Is(err, context.Canceled) {
+			t.Fatalf("take with a cancelled context: %v", err)
+		}
+	})
+}
+
+// takeSoon takes a slot, or gives up after a moment: for checking that
+// none is free.
+func takeSoon(s *assignSlots) (func(), error) { return takeWithin(s, 50*time.Millisecond) }
+
+func takeWithin(s *assignSlots, d time.Duration) (func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return s.take(ctx)
+}
