@@ -46,9 +46,12 @@ func (d *Desk) classifyAndAssignTx(ctx context.Context, tx *store.Tx, ticketID, 
 			}
 		},
 	})
+	if err != nil {
+		return "", done, err // agents is not known: the bound stays as it was
+	}
 	d.assigning.size(team, agents)
-	if err != nil || agent == "" {
-		return "", done, err
+	if agent == "" {
+		return "", done, nil
 	}
 	done = slots.hold(agent, done)
 	event(tx, ticketID, vocab.System, "assignee", "", agent)

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
 func TestAssignSlots(t *testing.T) {
@@ -108,6 +111,46 @@ func TestAssignSlots(t *testing.T) {
 			t.Fatalf("take with a cancelled context: %v", err)
 		}
 	})
+}
+
+// An assignment that fails learns nothing of its team's size: the team
+// keeps its bound, where it was left with none (as a team without agents).
+func TestAFailedAssignmentKeepsItsTeamsBound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.NewPool(t)
+	for _, name := range []string{"ana", "ben"} {
+		if err := store.New(pool).UpsertAgent(ctx, &store.UpsertAgentParams{Name: name, DisplayName: name,
+			Email: name + "@support.example.com", Teams: []string{"billing"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := New(pool, nil, Config{AutoAssign: true})
+	assign := func(broken bool) error {
+		return store.Run(ctx, pool, func(tx *store.Tx) error {
+			if broken {
+				if err := tx.Rollback(ctx); err != nil {
+					return err
+				}
+			}
+			_, done, err := d.classifyAndAssignTx(ctx, tx, "T-404", "billing", 2) // no such ticket: nothing to give
+			done()
+			return err
+		})
+	}
+	if err := assign(false); err != nil {
+		t.Fatal(err)
+	}
+	s := d.assigning.team("billing")
+	if got := cap(s.slots); got != 2 {
+		t.Fatalf("%d slots after an assignment counted two agents", got)
+	}
+	if err := assign(true); err == nil {
+		t.Fatal("an assignment in a transaction that is over did not fail")
+	}
+	if s.slots == nil || cap(s.slots) != 2 {
+		t.Errorf("after a failed assignment the team's bound is %d slots (0: none), want 2", cap(s.slots))
+	}
 }
 
 // takeSoon takes a slot, or gives up after a moment: for checking that
