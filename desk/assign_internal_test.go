@@ -114,7 +114,7 @@ func TestAssignSlots(t *testing.T) {
 }
 
 // An assignment that fails learns nothing of its team's size: the team
-// keeps its bound, where it was left with none (as a team without agents).
+// keeps the bound it had; it is not left unbounded, as a team without agents is.
 func TestAFailedAssignmentKeepsItsTeamsBound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -142,14 +142,19 @@ func TestAFailedAssignmentKeepsItsTeamsBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := d.assigning.team("billing")
-	if got := cap(s.slots); got != 2 {
+	bound := func() int { // 0: none
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return cap(s.slots)
+	}
+	if got := bound(); got != 2 {
 		t.Fatalf("%d slots after an assignment counted two agents", got)
 	}
 	if err := assign(true); err == nil {
 		t.Fatal("an assignment in a transaction that is over did not fail")
 	}
-	if s.slots == nil || cap(s.slots) != 2 {
-		t.Errorf("after a failed assignment the team's bound is %d slots (0: none), want 2", cap(s.slots))
+	if got := bound(); got != 2 {
+		t.Errorf("after a failed assignment the team's bound is %d slots (0: none), want 2", got)
 	}
 }
 
