@@ -367,7 +367,8 @@ func hamming(a, b []uint64) int {
 // dot is the dot product of two vectors of the same length. It is the
 // search's inner loop (MinCandidates of them at least), so it runs in
 // gonum's assembly kernel, which multiplies four floats at once where Go
-// compiles one at a time: about 2.8 times as fast at 384 dimensions.
+// compiles one at a time: 2.5 to 3 times as fast at 384 dimensions
+// (BenchmarkDot).
 func dot(a, b []float32) float32 {
 	n := len(a)
 	return blas32.Dot(blas32.Vector{N: n, Inc: 1, Data: a}, blas32.Vector{N: n, Inc: 1, Data: b[:n]})
