@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
 // BenchmarkCreateTicket measures POST /v1/tickets over real HTTP on
@@ -39,9 +41,13 @@ func BenchmarkCreateTicket(b *testing.B) {
 		ib := setupIntake(b, 0)
 		srv := httptest.NewServer(floorIntake(ib.Pool))
 		b.Cleanup(srv.Close)
+		cpu := storetest.MeasureCPU(b, ib.Pool)
 		rate := measure(b, 8, func(i int64) error {
 			return ib.postTo(srv.URL, ticketBody("C-0022", "Late parcel"), fmt.Sprintf("key-%d", i))
 		})
+		if used, ok := cpu(); ok {
+			used.Report(b, b.N, "req")
+		}
 		floor = rate
 		bare := bareInserts(b, ib, b.N, 16)
 		b.ReportMetric(bare, "baseline_req/s")
@@ -51,7 +57,11 @@ func BenchmarkCreateTicket(b *testing.B) {
 	// What ships, and (of_floor) its rate ÷ the floor's just before.
 	b.Run("NewKeys", func(b *testing.B) {
 		ib := setupIntake(b, 0)
+		cpu := storetest.MeasureCPU(b, ib.Pool)
 		rate := measure(b, 8, func(i int64) error { return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("key-%d", i)) })
+		if used, ok := cpu(); ok {
+			used.Report(b, b.N, "req")
+		}
 		if floor > 0 {
 			b.ReportMetric(rate/floor, "of_floor")
 		}

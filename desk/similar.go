@@ -23,6 +23,10 @@ import (
 // its place behind this interface.
 type Similarity interface {
 	Similar(ctx context.Context, vec []float32, k int, minScore float32, keep func(ticketID string, m vectors.Meta) bool) ([]vectors.Hit, error)
+	// SimilarOfCustomer is Similar among one customer's tickets, each
+	// scored: the duplicate search, whose cost then follows what the
+	// customer has, not what the desk has.
+	SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, keep func(ticketID string, m vectors.Meta) bool) ([]vectors.Hit, error)
 }
 
 // ErrNotEmbedded is a ticket triage has not embedded yet.
@@ -252,6 +256,17 @@ func (s *memorySimilarity) Similar(ctx context.Context, vec []float32, k int, mi
 	return ix.Search(vec, k, minScore, keep), nil
 }
 
+func (s *memorySimilarity) SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, keep func(string, vectors.Meta) bool) ([]vectors.Hit, error) {
+	ix, err := s.current(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("similar tickets: %w", err)
+	}
+	if ix == nil || len(vec) != ix.Dims() {
+		return nil, nil
+	}
+	return ix.SearchCustomer(vec, customerID, k, minScore, keep), nil
+}
+
 // SimilarTicket is a ticket like another, and how alike.
 type SimilarTicket struct {
 	TicketID string       `json:"ticket_id"`
@@ -381,8 +396,10 @@ type duplicate struct {
 
 // possibleDuplicate finds the open or pending ticket the same customer
 // opened before this one, within DuplicateWindow, about the same thing (at
-// least DuplicateMinScore alike), in the index of every ticket's vector,
-// for the embedding of r.
+// least DuplicateMinScore alike), for the embedding of r: among that
+// customer's vectors only, each scored, so that a ticket costs the search
+// what its customer has sent, and the search misses nothing an exact scan
+// would find.
 func (d *Desk) possibleDuplicate(ctx context.Context, r *TriageResult) (duplicate, error) {
 	vec := r.Embedding
 	if d.config.DuplicateWindow <= 0 || vec == nil {
@@ -399,8 +416,8 @@ func (d *Desk) possibleDuplicate(ctx context.Context, r *TriageResult) (duplicat
 	}
 	since := t.CreatedAt.Add(-d.config.DuplicateWindow)
 	// Fresh: a customer's second mail often comes seconds after the first.
-	hits, err := d.similarity.Similar(ctx, vec, 1, float32(d.config.DuplicateMinScore), func(id string, m vectors.Meta) bool {
-		return id != t.ID && m.CustomerID == t.CustomerID && !m.Merged &&
+	hits, err := d.similarity.SimilarOfCustomer(ctx, t.CustomerID, vec, 1, float32(d.config.DuplicateMinScore), func(id string, m vectors.Meta) bool {
+		return id != t.ID && !m.Merged &&
 			(m.Status == string(vocab.StatusOpen) || m.Status == string(vocab.StatusPending)) &&
 			!m.Opened.After(t.CreatedAt) && !m.Opened.Before(since)
 	})

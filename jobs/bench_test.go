@@ -20,6 +20,7 @@ import (
 	"github.com/helpdesk-dev/helpdesk/mail/smtptest"
 	"github.com/helpdesk-dev/helpdesk/metrics"
 	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
 // benchArgs are the jobs of a benchmark's own River client, which do
@@ -47,7 +48,7 @@ func BenchmarkTriageThroughput(b *testing.B) {
 		q := bundle.NewQueue(b)
 		queueTickets(b, bundle, q, b.N)
 		w := bundle.NewWorkers(b, q)
-		runUntilCompleted(b, bundle.Pool, jobs.TriageArgs{}.Kind(), "tickets/s", b.N, w.Start, w.Stop)
+		runUntilCompleted(b, bundle.Pool, jobs.TriageArgs{}.Kind(), "ticket", b.N, w.Start, w.Stop)
 		if calls := bundle.Sim.TotalCalls(); calls != 3*b.N {
 			b.Errorf("provider calls = %d, want %d", calls, 3*b.N)
 		}
@@ -59,7 +60,7 @@ func BenchmarkTriageThroughput(b *testing.B) {
 func runNoops(b *testing.B, queue string, workers int, cooldown time.Duration) float64 {
 	bundle := jobstest.Setup(b)
 	client := benchJobs(b, bundle, queue, workers, cooldown, b.N, func(context.Context) error { return nil })
-	return runUntilCompleted(b, bundle.Pool, benchArgs{}.Kind(), "jobs/s", b.N, client.Start, client.Stop)
+	return runUntilCompleted(b, bundle.Pool, benchArgs{}.Kind(), "job", b.N, client.Start, client.Stop)
 }
 
 // benchJobs makes a River client, not started, whose queue works up to
@@ -88,20 +89,26 @@ func benchJobs(b *testing.B, bundle *jobstest.Bundle, queue string, workers int,
 	return client
 }
 
-// runUntilCompleted times from start until n jobs are completed and reports
-// the rate in unit.
+// runUntilCompleted times from start until n jobs are completed, each one
+// unit of work ("email": the rate in emails/s), and reports the rate and
+// the CPU each unit cost (storetest.CPU).
 func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n int, start, stop func(context.Context) error) float64 {
 	ctx := context.Background()
 	b.ResetTimer()
+	cpu := storetest.MeasureCPU(b, pool)
 	begin := time.Now()
 	if err := start(ctx); err != nil {
 		b.Fatal(err)
 	}
 	awaitCompleted(b, pool, kind, n)
 	elapsed := time.Since(begin)
+	used, cpuRead := cpu()
 	b.StopTimer()
 	rate := float64(n) / elapsed.Seconds()
-	b.ReportMetric(rate, unit)
+	b.ReportMetric(rate, unit+"s/s")
+	if cpuRead {
+		used.Report(b, n, unit)
+	}
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_ = stop(stopCtx)
@@ -206,7 +213,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 			b.Fatal(err)
 		}
 		w := bundle.NewWorkers(b, q)
-		rate := runUntilCompleted(b, bundle.Pool, jobs.EmailArgs{}.Kind(), "emails/s", b.N, w.Start, w.Stop)
+		rate := runUntilCompleted(b, bundle.Pool, jobs.EmailArgs{}.Kind(), "email", b.N, w.Start, w.Stop)
 		if got := len(srv.Deliveries()); got != b.N {
 			b.Errorf("%d deliveries, want %d", got, b.N)
 		}
@@ -243,7 +250,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 			}
 			return commit(ctx)
 		})
-		rate := runUntilCompleted(b, bundle.Pool, benchArgs{}.Kind(), "emails/s", b.N, client.Start, client.Stop)
+		rate := runUntilCompleted(b, bundle.Pool, benchArgs{}.Kind(), "email", b.N, client.Start, client.Stop)
 		floors["email"] = rate
 		bare := bareSend(b, srv, b.N, workers)
 		b.ReportMetric(bare, "baseline_emails/s")

@@ -14,6 +14,7 @@ import (
 	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
 	"github.com/helpdesk-dev/helpdesk/provider"
 	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
@@ -117,6 +118,7 @@ func bareCommitRate(tb testing.TB, pool *pgxpool.Pool, n int) float64 {
 func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start, stop func(context.Context) error) float64 {
 	before := settledCommits(b, pool)
 	b.ResetTimer()
+	cpu := storetest.MeasureCPU(b, pool)
 	begin := time.Now()
 	if err := start(context.Background()); err != nil {
 		b.Fatal(err)
@@ -124,13 +126,15 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 	waiting := sampleLockWaits(pool)
 	polls := awaitCompleted(b, pool, kind, n)
 	elapsed := time.Since(begin)
+	used, cpuRead := cpu()
 	b.StopTimer()
 	meanWaiting, samples := waiting()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = stop(stopCtx)
-	// The polls above commit too, and so do the samples and a read of the count: leave them out.
-	perTicket := float64(settledCommits(b, pool)-before-int64(polls)-int64(samples)-1) / float64(n)
+	// The polls above commit too, and so do the samples, the CPU meter's
+	// two reads of the backends and a read of the count: leave them out.
+	perTicket := float64(settledCommits(b, pool)-before-int64(polls)-int64(samples)-3) / float64(n)
 	b.ReportMetric(meanWaiting, "lock_waiting")
 	rate := float64(n) / elapsed.Seconds()
 	ceiling := bareCommitRate(b, pool, 4000) / perTicket
@@ -138,6 +142,9 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 	b.ReportMetric(perTicket, "tx/ticket")
 	b.ReportMetric(ceiling, "ceiling_tickets/s")
 	b.ReportMetric(rate/ceiling, "ratio")
+	if cpuRead {
+		used.Report(b, n, "ticket")
+	}
 	return rate
 }
 

@@ -15,8 +15,10 @@
 // MinCandidates and a 64th of the index. The answer is exact whenever no
 // more vectors than that pass the filter (every search of an index of up
 // to MinCandidates, a filter that keeps fewer); above,
-// the benchmark measures its recall against an exact scan. At 384
-// dimensions a vector costs 1.5 KiB and 48 bytes of signs.
+// the benchmark measures its recall against an exact scan. SearchCustomer
+// skips both passes: it scores exactly the vectors of one customer, which
+// the index lists apart. At 384 dimensions a vector costs 1.5 KiB and 48
+// bytes of signs.
 package vectors
 
 import (
@@ -57,11 +59,14 @@ type Index struct {
 	sigs []uint64  // len(ids) × words: bit d of a vector's signature is set when its coordinate d is not negative
 	meta []Meta
 	pos  map[string]int
+	// byCustomer lists, by Meta.CustomerID, the positions of that
+	// customer's vectors, for SearchCustomer to score them alone.
+	byCustomer map[string][]int
 }
 
 // New returns an empty index of vectors of dims floats.
 func New(dims int) *Index {
-	return &Index{dims: dims, pos: map[string]int{}}
+	return &Index{dims: dims, pos: map[string]int{}, byCustomer: map[string][]int{}}
 }
 
 // Retain takes out every vector whose id keep refuses, and returns how
@@ -136,15 +141,17 @@ func (ix *Index) Put(id string, vec []float32, meta Meta) {
 	if i, ok := ix.pos[id]; ok {
 		copy(ix.vecs[i*ix.dims:(i+1)*ix.dims], unit)
 		signs(unit, ix.sigs[i*w:(i+1)*w])
-		ix.meta[i] = meta
+		ix.setMetaLocked(i, meta)
 		return
 	}
-	ix.pos[id] = len(ix.ids)
+	i := len(ix.ids)
+	ix.pos[id] = i
 	ix.ids = append(ix.ids, id)
 	ix.vecs = append(ix.vecs, unit...)
 	ix.sigs = slices.Grow(ix.sigs, w)[:len(ix.sigs)+w]
 	signs(unit, ix.sigs[len(ix.sigs)-w:])
 	ix.meta = append(ix.meta, meta)
+	ix.byCustomer[meta.CustomerID] = append(ix.byCustomer[meta.CustomerID], i)
 }
 
 // SetMeta changes id's meta, if it is there.
@@ -152,8 +159,33 @@ func (ix *Index) SetMeta(id string, meta Meta) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if i, ok := ix.pos[id]; ok {
-		ix.meta[i] = meta
+		ix.setMetaLocked(i, meta)
 	}
+}
+
+// setMetaLocked changes the meta at position i, and its customer's list
+// when the customer changes.
+func (ix *Index) setMetaLocked(i int, meta Meta) {
+	if was := ix.meta[i].CustomerID; was != meta.CustomerID {
+		ix.unlistLocked(was, i)
+		ix.byCustomer[meta.CustomerID] = append(ix.byCustomer[meta.CustomerID], i)
+	}
+	ix.meta[i] = meta
+}
+
+// unlistLocked takes position i out of customer's list (the order of a
+// list does not matter).
+func (ix *Index) unlistLocked(customer string, i int) {
+	list := ix.byCustomer[customer]
+	if at := slices.Index(list, i); at >= 0 {
+		list[at] = list[len(list)-1]
+		list = list[:len(list)-1]
+	}
+	if len(list) == 0 {
+		delete(ix.byCustomer, customer)
+		return
+	}
+	ix.byCustomer[customer] = list
 }
 
 // Remove takes id out.
@@ -169,7 +201,10 @@ func (ix *Index) removeLocked(id string) {
 		return
 	}
 	last, w := len(ix.ids)-1, ix.words()
+	ix.unlistLocked(ix.meta[i].CustomerID, i)
 	if i != last { // the last one takes its place
+		moved := ix.byCustomer[ix.meta[last].CustomerID]
+		moved[slices.Index(moved, last)] = i
 		ix.ids[i], ix.meta[i] = ix.ids[last], ix.meta[last]
 		copy(ix.vecs[i*ix.dims:(i+1)*ix.dims], ix.vecs[last*ix.dims:])
 		copy(ix.sigs[i*w:(i+1)*w], ix.sigs[last*w:])
@@ -265,6 +300,29 @@ func (ix *Index) Search(q []float32, k int, minScore float32, keep func(id strin
 		}
 	}
 	return all.hits(ix)
+}
+
+// SearchCustomer is Search among the vectors of one customer
+// (Meta.CustomerID) only, each of them scored exactly: it reads as many
+// vectors as the customer has, whatever the size of the index, and finds
+// the same as an exact scan.
+func (ix *Index) SearchCustomer(q []float32, customerID string, k int, minScore float32, keep func(id string, m Meta) bool) []Hit {
+	unit := Normalize(q, ix.dims)
+	if unit == nil || k <= 0 {
+		return nil
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	top := topK{k: k}
+	for _, i := range ix.byCustomer[customerID] {
+		if keep != nil && !keep(ix.ids[i], ix.meta[i]) {
+			continue
+		}
+		if s := dot(unit, ix.vecs[i*ix.dims:(i+1)*ix.dims]); s >= minScore {
+			top.offer(i, s)
+		}
+	}
+	return top.hits(ix)
 }
 
 // filterNearestFirst asks keep about the vectors by their distance to the

@@ -138,6 +138,81 @@ func TestIndex(t *testing.T) {
 	})
 }
 
+// TestSearchCustomer checks the per-customer search against an exact scan
+// of that customer's vectors, after the changes that move vectors in the
+// index: new ones, replaced ones, a customer changed, removals (the last
+// vector takes the removed one's place) and a Retain.
+func TestSearchCustomer(t *testing.T) {
+	t.Parallel()
+	const n, dims = 2 * vectors.MinCandidates, 32
+	rng := rand.New(rand.NewPCG(3, 4))
+	vecs := clustered(rng, n, dims)
+	customer := map[string]string{}
+	ix := vectors.New(dims)
+	put := func(id string) {
+		ix.Put(id, vecs[id], vectors.Meta{CustomerID: customer[id], Status: "open"})
+	}
+	for id := range vecs {
+		customer[id] = fmt.Sprintf("C-%04d", rng.IntN(40))
+		put(id)
+	}
+	for range 500 { // replaced: a new vector, and for some a new customer
+		id := fmt.Sprintf("T-%06d", rng.IntN(n))
+		vecs[id] = clustered(rng, 1, dims)["T-000000"]
+		if rng.IntN(2) == 0 {
+			customer[id] = fmt.Sprintf("C-%04d", rng.IntN(40))
+		}
+		put(id)
+	}
+	for range 300 { // a customer changed without the vector
+		id := fmt.Sprintf("T-%06d", rng.IntN(n))
+		customer[id] = fmt.Sprintf("C-%04d", rng.IntN(40))
+		ix.SetMeta(id, vectors.Meta{CustomerID: customer[id], Status: "open"})
+	}
+	for range 700 {
+		id := fmt.Sprintf("T-%06d", rng.IntN(n))
+		ix.Remove(id)
+		delete(vecs, id)
+	}
+	ix.Retain(func(id string) bool {
+		if id[len(id)-1] == '3' {
+			delete(vecs, id)
+			return false
+		}
+		return true
+	})
+
+	for c := range 41 { // C-0040 has no vector
+		want := fmt.Sprintf("C-%04d", c)
+		for range 3 {
+			q := clustered(rng, 1, dims)["T-000000"]
+			var got []string
+			for _, h := range ix.SearchCustomer(q, want, 5, -1, nil) {
+				if h.Meta.CustomerID != want {
+					t.Fatalf("%s's search found %s of %s", want, h.ID, h.Meta.CustomerID)
+				}
+				got = append(got, h.ID)
+			}
+			if exp := exact(vecs, q, 5, func(id string) bool { return customer[id] == want }); !slices.Equal(got, exp) {
+				t.Fatalf("%s: got %v, want %v", want, got, exp)
+			}
+		}
+	}
+
+	t.Run("TheFilterAndTheThresholdStillApply", func(t *testing.T) {
+		t.Parallel()
+		small := vectors.New(2)
+		small.Put("a", []float32{1, 0}, vectors.Meta{CustomerID: "C-1", Status: "open"})
+		small.Put("b", []float32{1, 0.1}, vectors.Meta{CustomerID: "C-1", Status: "solved"})
+		small.Put("c", []float32{0, 1}, vectors.Meta{CustomerID: "C-1", Status: "open"})
+		small.Put("d", []float32{1, 0}, vectors.Meta{CustomerID: "C-2", Status: "open"})
+		hits := small.SearchCustomer([]float32{1, 0}, "C-1", 3, 0.5, func(_ string, m vectors.Meta) bool { return m.Status == "open" })
+		if len(hits) != 1 || hits[0].ID != "a" {
+			t.Errorf("hits %+v, want only a", hits)
+		}
+	})
+}
+
 // TestSearchAboveMinCandidates covers indexes larger than what a search
 // scores exactly, where the vectors' signs choose the candidates.
 func TestSearchAboveMinCandidates(t *testing.T) {

@@ -57,6 +57,14 @@ func openPool(ctx context.Context, tb testing.TB, dbURL string) *pgxpool.Pool {
 	}
 	config.MaxConns = 20
 	config.ConnConfig.Tracer = tripTracer{}
+	// The test's schema (or database, a template's copy) names the pool's
+	// backends in pg_stat_activity: which test a session is, and whose CPU
+	// MeasureCPU counts.
+	name := config.ConnConfig.RuntimeParams["search_path"]
+	if name == "" {
+		name = config.ConnConfig.Database
+	}
+	config.ConnConfig.RuntimeParams["application_name"] = name
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
 		tb.Fatalf("open test pool: %v", err)
