@@ -85,8 +85,8 @@ func backendsCPU(tb testing.TB, pool *pgxpool.Pool) (map[int]time.Duration, bool
 	return cpu, len(pids) > 0
 }
 
-// clockTicks is the unit of /proc/PID/stat's times (USER_HZ, 100 on every
-// Linux that Go runs on: the kernel fixes it for user space).
+// clockTicks is the unit of /proc/PID/stat's times: USER_HZ, which the
+// kernel keeps at 100 for user space on x86 and arm whatever its own tick.
 const clockTicks = 100
 
 // pidCPU reads utime and stime, fields 14 and 15 of /proc/PID/stat
