@@ -246,17 +246,16 @@ func prune(recent map[string]int64, horizon int64) {
 }
 
 func (s *memorySimilarity) Similar(ctx context.Context, vec []float32, k int, minScore float32, keep func(string, vectors.Meta) bool) ([]vectors.Hit, error) {
-	ix, err := s.current(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("similar tickets: %w", err)
-	}
-	if ix == nil || len(vec) != ix.Dims() {
-		return nil, nil
-	}
-	return ix.Search(vec, k, minScore, keep), nil
+	return s.search(ctx, vec, func(ix *vectors.Index) []vectors.Hit { return ix.Search(vec, k, minScore, keep) })
 }
 
 func (s *memorySimilarity) SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, keep func(string, vectors.Meta) bool) ([]vectors.Hit, error) {
+	return s.search(ctx, vec, func(ix *vectors.Index) []vectors.Hit { return ix.SearchCustomer(vec, customerID, k, minScore, keep) })
+}
+
+// search runs find over the index brought up to date (current); nothing
+// is found before the first vector, or for a vector of another length.
+func (s *memorySimilarity) search(ctx context.Context, vec []float32, find func(*vectors.Index) []vectors.Hit) ([]vectors.Hit, error) {
 	ix, err := s.current(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("similar tickets: %w", err)
@@ -264,7 +263,7 @@ func (s *memorySimilarity) SimilarOfCustomer(ctx context.Context, customerID str
 	if ix == nil || len(vec) != ix.Dims() {
 		return nil, nil
 	}
-	return ix.SearchCustomer(vec, customerID, k, minScore, keep), nil
+	return find(ix), nil
 }
 
 // SimilarTicket is a ticket like another, and how alike.

@@ -184,8 +184,27 @@ func TestSearchCustomer(t *testing.T) {
 
 	for c := range 41 { // C-0040 has no vector
 		want := fmt.Sprintf("C-%04d", c)
+		has := 0
+		for id := range vecs {
+			if customer[id] == want {
+				has++
+			}
+		}
 		for range 3 {
 			q := clustered(rng, 1, dims)["T-000000"]
+			// It reads the customer's vectors only: the filter is asked
+			// about each of them once, and about no other.
+			asked := 0
+			ix.SearchCustomer(q, want, 5, -1, func(id string, m vectors.Meta) bool {
+				if m.CustomerID != want {
+					t.Fatalf("%s's search asked about %s of %s", want, id, m.CustomerID)
+				}
+				asked++
+				return true
+			})
+			if asked != has {
+				t.Fatalf("%s's search asked about %d vectors; the customer has %d", want, asked, has)
+			}
 			var got []string
 			for _, h := range ix.SearchCustomer(q, want, 5, -1, nil) {
 				if h.Meta.CustomerID != want {
