@@ -8,7 +8,6 @@ import (
 
 	"github.com/helpdesk-dev/helpdesk/provider"
 	"github.com/helpdesk-dev/helpdesk/store"
-	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // The triage steps, in the order they run.
@@ -54,25 +53,19 @@ type TriageInput struct {
 // provider whose gate is read with it.
 func (d *Desk) TriageInput(ctx context.Context, jobID int64, ticketID, providerName string) (*TriageInput, error) {
 	var (
-		ticket   store.Ticket
-		customer store.Customer
-		in       TriageInput
-		reads    store.Batch
+		read  store.TriageRead
+		reads store.Batch
 	)
-	reads.GetTicket(ticketID, &ticket)
-	reads.CustomerOfTicket(ticketID, &customer)
-	reads.AIRunTasks(jobID, &in.Done)
-	reads.NewestBodies(ticketID, vocab.DirectionInbound, maxPromptMessages, &in.Ticket.Messages)
-	reads.NewestBodies(ticketID, vocab.DirectionOutbound, maxPromptReplies, &in.Ticket.AgentReplies)
-	reads.Teams(&in.Ticket.Teams)
-	reads.ProviderFree(providerName, &in.ProviderFree)
-	reads.JobEmbedding(ticketID, jobID, &in.Embedding)
+	reads.TriageRead(&store.TriageReadParams{TicketID: ticketID, JobID: jobID, Provider: providerName,
+		Inbound: maxPromptMessages, Outbound: maxPromptReplies}, &read)
 	if err := store.New(d.pool).Send(ctx, &reads); err != nil {
 		return nil, err
 	}
-	in.row = ticket
+	ticket := read.Ticket
+	in := TriageInput{Done: read.Done, ProviderFree: read.ProviderFree, Embedding: read.Embedding, row: ticket}
 	pt := &in.Ticket
-	pt.ID, pt.Subject, pt.CustomerName = ticket.ID, ticket.Subject, customer.Name
+	pt.ID, pt.Subject, pt.CustomerName = ticket.ID, ticket.Subject, read.CustomerName
+	pt.Messages, pt.AgentReplies, pt.Teams = read.Inbound, read.Outbound, read.Teams
 	if ticket.Team != nil {
 		pt.Team = *ticket.Team
 	}

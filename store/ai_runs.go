@@ -65,22 +65,6 @@ func insertAIRunArgs(p *InsertAIRunParams) []any {
 	return []any{p.JobID, p.TicketID, p.Task, p.Output, p.Model, p.LatencyMS, p.PromptTokens, p.CompletionTokens}
 }
 
-// AIRunTasks returns the steps that a job has results for.
-func (s *Store) AIRunTasks(ctx context.Context, jobID int64) ([]string, error) {
-	tasks, err := one(ctx, s, func(b *Batch, into *[]string) { b.AIRunTasks(jobID, into) })
-	if err != nil {
-		return nil, err
-	}
-	return *tasks, nil
-}
-
-// AIRunTasks queues AIRunTasks; into gets the steps.
-func (b *Batch) AIRunTasks(jobID int64, into *[]string) {
-	b.texts(fmt.Sprintf("list results of job %d", jobID), aiRunTasksSQL, into, jobID)
-}
-
-const aiRunTasksSQL = `SELECT task FROM ai_runs WHERE job_id = $1`
-
 // ListAIRuns returns every step result saved for a ticket, oldest first.
 func (s *Store) ListAIRuns(ctx context.Context, ticketID string) ([]*AIRun, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+aiRunColumns+` FROM ai_runs WHERE ticket_id = $1 ORDER BY id`, ticketID)

@@ -471,30 +471,21 @@ func (b *Batch) NewestInbound(ticketID string, into **Message) {
 		WHERE ticket_id = $1 AND direction = 'inbound' AND NOT auto_submitted ORDER BY created_at DESC, id DESC LIMIT 1`, ticketID)
 }
 
-// NewestBodies returns the bodies of the ticket's newest messages in one
+// newestBodiesOf selects the bodies of ticket's newest messages in one
 // direction (inbound: what the customer and the participants said lately,
-// machines' mail left out, a participant's marked as theirs; outbound:
-// what agents answered), at most limit of them, oldest first, read through the (ticket_id, created_at, id) index however long
-// the ticket is.
-func (s *Store) NewestBodies(ctx context.Context, ticketID string, direction vocab.Direction, limit int) ([]string, error) {
-	bodies, err := one(ctx, s, func(b *Batch, into *[]string) { b.NewestBodies(ticketID, direction, limit, into) })
-	if err != nil {
-		return nil, err
-	}
-	return *bodies, nil
-}
-
-// NewestBodies queues NewestBodies; into gets the texts.
-func (b *Batch) NewestBodies(ticketID string, direction vocab.Direction, limit int, into *[]string) {
-	b.texts(fmt.Sprintf("%s messages of %s", direction, ticketID), newestBodiesSQL, into, ticketID, limit, direction)
-}
-
+// machines' mail left out; outbound: what agents answered), at most limit
+// of them, oldest first, read through the (ticket_id, created_at, id)
+// index however long the ticket is. Its arguments are the SQL of each.
+//
 // A message of someone else than the customer (a participant an agent let
 // in) says whose it is, so that a prompt does not take it for hers.
-const newestBodiesSQL = `SELECT CASE WHEN author LIKE 'email:%' THEN '(' || substr(author, 7) || ' wrote:) ' || body ELSE body END FROM (
-		SELECT body, author, created_at, id FROM messages WHERE ticket_id = $1 AND direction = $3 AND NOT auto_submitted
-		ORDER BY created_at DESC, id DESC LIMIT $2) newest
+func newestBodiesOf(ticket, direction, limit string) string {
+	return `SELECT CASE WHEN author LIKE 'email:%' THEN '(' || substr(author, 7) || ' wrote:) ' || body ELSE body END FROM (
+		SELECT m.body, m.author, m.created_at, m.id FROM messages m
+		WHERE m.ticket_id = ` + ticket + ` AND m.direction = ` + direction + ` AND NOT m.auto_submitted
+		ORDER BY m.created_at DESC, m.id DESC LIMIT ` + limit + `) newest
 	ORDER BY created_at, id`
+}
 
 // MessageByEmailID returns the id of the message with this Message-ID.
 func (s *Store) MessageByEmailID(ctx context.Context, emailMessageID string) (int64, error) {

@@ -17,7 +17,7 @@ import (
 // queue page or clock makes, records them, and explains each with
 // sequential scans turned off: a plan that still scans whole a table that
 // grows with the tickets (tickets, messages, their events, deliveries,
-// recipients, attachments) has no index to use, and at a million rows it
+// recipients, attachments, triage's results) has no index to use, and at a million rows it
 // reads them all.
 func TestHotQueriesHaveAnIndex(t *testing.T) {
 	t.Parallel()
@@ -70,6 +70,14 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 			return st.Send(ctx, &reads)
 		},
 		func() error { _, err := st.GetTicketSLA(ctx, first); return err },
+		func() error { // what a triage job reads before its steps
+			var (
+				reads store.Batch
+				read  store.TriageRead
+			)
+			reads.TriageRead(&store.TriageReadParams{TicketID: first, JobID: 1, Provider: "p", Inbound: 16, Outbound: 4}, &read)
+			return st.Send(ctx, &reads)
+		},
 		func() error {
 			for _, p := range []store.ListTicketsParams{{Status: vocab.StatusOpen}, {Team: "billing"}, {Assignee: "ana"}, {CustomerID: "C-0001"},
 				{SLABreached: true}, {SLADueWithin: time.Hour}} {
@@ -111,7 +119,7 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 		}
 		plan := explain(t, pool, sql, s.Args)
 		for _, table := range []string{"Seq Scan on tickets", "Seq Scan on messages", "Seq Scan on ticket_events",
-			"Seq Scan on outbound_emails", "Seq Scan on outbound_recipients", "Seq Scan on attachments", "Seq Scan on ticket_embeddings"} {
+			"Seq Scan on outbound_emails", "Seq Scan on outbound_recipients", "Seq Scan on attachments", "Seq Scan on ticket_embeddings", "Seq Scan on ai_runs"} {
 			if strings.Contains(plan, table) {
 				t.Errorf("%s\nscans a table whole:\n%s", strings.Join(strings.Fields(sql), " "), plan)
 			}

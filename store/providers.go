@@ -103,7 +103,7 @@ func (s *Store) ProviderFree(ctx context.Context, provider string) (free bool, e
 
 // ProviderFree queues ProviderFree; free gets its answer.
 func (b *Batch) ProviderFree(provider string, free *bool) {
-	q := b.b.Queue(providerFreeSQL, provider)
+	q := b.b.Queue(providerFreeOf("$1"), provider)
 	q.QueryRow(func(row pgx.Row) error {
 		err := row.Scan(free)
 		if err != nil && !errors.Is(interpretError(err), ErrNotFound) {
@@ -114,8 +114,12 @@ func (b *Batch) ProviderFree(provider string, free *bool) {
 	b.readOnly(q) // a step's save sends it with its commit
 }
 
-const providerFreeSQL = `SELECT state = 'closed' AND call_interval = '0' AND blocked_until <= now() AND next_call_at <= now()
-	FROM providers WHERE provider = $1`
+// providerFreeOf selects ProviderFree's answer for the provider whose name
+// is the SQL provider; no row for one never called.
+func providerFreeOf(provider string) string {
+	return `SELECT p.state = 'closed' AND p.call_interval = '0' AND p.blocked_until <= now() AND p.next_call_at <= now()
+	FROM providers p WHERE p.provider = ` + provider
+}
 
 // EnterProvider decides, in one statement on the provider's row, whether a
 // call may be made: with the breaker closed, or as the one probe of an

@@ -175,26 +175,13 @@ func (s *Store) TicketEmbedding(ctx context.Context, id string) ([]float32, erro
 
 // TicketEmbedding queues TicketEmbedding; into gets the vector.
 func (b *Batch) TicketEmbedding(id string, into *[]float32) {
-	b.embedding(id, into, false, `SELECT e.embedding FROM tickets t LEFT JOIN ticket_embeddings e ON e.ticket_id = t.id WHERE t.id = $1`, id)
-}
-
-// JobEmbedding queues the read of the ticket's vector if triage job jobID
-// wrote it (its embed step is saved); into gets nil otherwise.
-func (b *Batch) JobEmbedding(id string, jobID int64, into *[]float32) {
-	b.embedding(id, into, true, `SELECT embedding FROM ticket_embeddings WHERE ticket_id = $1
-		AND EXISTS (SELECT 1 FROM ai_runs WHERE job_id = $2 AND task = 'embed')`, id, jobID)
-}
-
-// embedding queues a read of ticket id's vector; with none, into is nil,
-// and the error ErrNotFound unless missingOK.
-func (b *Batch) embedding(id string, into *[]float32, missingOK bool, sql string, args ...any) {
-	b.b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
-		err := interpretError(row.Scan(into))
-		if err == nil || (missingOK && errors.Is(err, ErrNotFound)) {
+	b.b.Queue(`SELECT e.embedding FROM tickets t LEFT JOIN ticket_embeddings e ON e.ticket_id = t.id WHERE t.id = $1`, id).
+		QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(into); err != nil {
+				return fmt.Errorf("embedding of %s: %w", id, interpretError(err))
+			}
 			return nil
-		}
-		return fmt.Errorf("embedding of %s: %w", id, err)
-	})
+		})
 }
 
 // SetTicketTriageJob records which job triages the ticket.
