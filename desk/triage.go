@@ -48,8 +48,8 @@ type TriageInput struct {
 	row store.Ticket // the ticket as read, for the saves (TriageResult.Input)
 }
 
-// TriageInput reads, in one round trip, what triage job jobID of the
-// ticket needs; ErrNotFound for a ticket that is gone. providerName is the
+// TriageInput reads, in one statement (store.TriageRead), what triage job
+// jobID of the ticket needs; ErrNotFound for a ticket that is gone. providerName is the
 // provider whose gate is read with it.
 func (d *Desk) TriageInput(ctx context.Context, jobID int64, ticketID, providerName string) (*TriageInput, error) {
 	var (
