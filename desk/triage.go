@@ -49,8 +49,8 @@ type TriageInput struct {
 }
 
 // TriageInput reads, in one statement (store.TriageRead), what triage job
-// jobID of the ticket needs; ErrNotFound for a ticket that is gone. providerName is the
-// provider whose gate is read with it.
+// jobID of the ticket needs; ErrNotFound for a ticket that is gone.
+// providerName is the provider whose gate is read with it.
 func (d *Desk) TriageInput(ctx context.Context, jobID int64, ticketID, providerName string) (*TriageInput, error) {
 	var (
 		read  store.TriageRead

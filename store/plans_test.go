@@ -17,8 +17,8 @@ import (
 // queue page or clock makes, records them, and explains each with
 // sequential scans turned off: a plan that still scans whole a table that
 // grows with the tickets (tickets, messages, their events, deliveries,
-// recipients, attachments, triage's results) has no index to use, and at a million rows it
-// reads them all.
+// recipients, attachments, triage's results) has no index to use, and at
+// a million rows it reads them all.
 func TestHotQueriesHaveAnIndex(t *testing.T) {
 	t.Parallel()
 	pool, st := team(t)

@@ -103,7 +103,7 @@ func (s *Store) ProviderFree(ctx context.Context, provider string) (free bool, e
 
 // ProviderFree queues ProviderFree; free gets its answer.
 func (b *Batch) ProviderFree(provider string, free *bool) {
-	q := b.b.Queue(providerFreeOf("$1"), provider)
+	q := b.b.Queue(providerFreeSQL, provider)
 	q.QueryRow(func(row pgx.Row) error {
 		err := row.Scan(free)
 		if err != nil && !errors.Is(interpretError(err), ErrNotFound) {
@@ -113,6 +113,8 @@ func (b *Batch) ProviderFree(provider string, free *bool) {
 	})
 	b.readOnly(q) // a step's save sends it with its commit
 }
+
+var providerFreeSQL = providerFreeOf("$1")
 
 // providerFreeOf selects ProviderFree's answer for the provider whose name
 // is the SQL provider; no row for one never called.
