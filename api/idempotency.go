@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/helpdesk-dev/helpdesk/store"
@@ -54,10 +55,12 @@ func fingerprint(r *http.Request, canonical any) []byte {
 // back. The same key with another request is 422 idempotency_key_reused.
 // Without a key, create just runs.
 //
-// A replay of a finished request is one read. A new request's claim goes
-// with the transaction's first trip (with BEGIN and create's first
-// statements), and the answer with its last (with create's writes that
-// wait for it, and COMMIT).
+// The claim goes with the transaction's first trip (with BEGIN and
+// create's first statements), before them, and the answer with its last
+// (with create's writes that wait for it, and COMMIT): a new request costs
+// the key no trip of its own. A key taken stops the first trip at the
+// claim, so a repeat runs none of create's statements and takes no number;
+// it brings the first answer back, and costs the rollback's trip.
 func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who vocab.Actor, canonical any,
 	create func(ctx context.Context, tx *store.Tx) (status int, body any, err error)) error {
 	ctx := r.Context()
@@ -69,23 +72,11 @@ func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who vocab.Ac
 	actor := who.String()
 	retention := s.desk.IdempotencyRetention()
 
-	// A repeat of a finished request is answered from a plain read: replays
-	// then neither write nor queue up behind the key's row lock.
-	if key != "" {
-		prior, err := store.New(s.pool).GetIdempotencyKey(ctx, actor, key, retention)
-		switch {
-		case err == nil && prior.Status != 0:
-			return replay(w, prior, fp)
-		case err != nil && !errors.Is(err, store.ErrNotFound):
-			return err
-		}
-	}
-
 	var (
 		status   int
 		response []byte
-		prior    *store.IdempotencyKey
 		claim    store.Claim
+		lost     error // the failed trip's error, when the claim failed
 	)
 	err = store.Run(ctx, s.pool, func(tx *store.Tx) error {
 		if key != "" {
@@ -99,15 +90,17 @@ func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who vocab.Ac
 			return err
 		}
 		if !claim.Sent {
+			// create refused before any trip: the claim still decides
+			// first, so that a repeat gets the first answer.
 			if ferr := tx.Flush(ctx); ferr != nil {
-				return errors.Join(err, ferr)
+				err = errors.Join(err, ferr)
 			}
 		}
-		if !claim.Claimed {
-			// A copy raced us and committed first: its answer is ours, and
-			// what this one did is rolled back.
-			if prior, err = tx.Store().GetIdempotencyKey(ctx, actor, key, retention); err != nil {
-				return err
+		if claim.Sent && !claim.Claimed {
+			// The trip stopped at the claim: the key is taken, most
+			// likely, whatever create made of the failure.
+			if lost = err; lost == nil {
+				lost = fmt.Errorf("idempotency key %q: %w", key, store.ErrKeyTaken)
 			}
 			return errLostRace
 		}
@@ -119,6 +112,19 @@ func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who vocab.Ac
 		return nil
 	})
 	if errors.Is(err, errLostRace) {
+		prior := claim.Prior
+		if prior == nil || prior.Status == 0 {
+			// A copy in flight when the claim read the key: it has
+			// committed since, or the claim would not have failed.
+			if prior, err = store.New(s.pool).GetIdempotencyKey(ctx, actor, key, retention); errors.Is(err, store.ErrNotFound) {
+				return lost // the claim failed for another reason
+			} else if err != nil {
+				return err
+			}
+			if prior.Status == 0 {
+				return fmt.Errorf("idempotency key %q: %w", key, store.ErrConflict)
+			}
+		}
 		return replay(w, prior, fp)
 	}
 	if err != nil {
@@ -129,7 +135,7 @@ func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who vocab.Ac
 }
 
 // errLostRace rolls back a request whose Idempotency-Key a copy claimed first.
-var errLostRace = errors.New("idempotency key claimed by a concurrent copy")
+var errLostRace = errors.New("idempotency key claimed by a copy")
 
 // replay answers a repeated request with the first answer, or 422 if the
 // key was used for another request.

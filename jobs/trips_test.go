@@ -31,7 +31,9 @@ func TestRoundTripsWithRiver(t *testing.T) {
 		run      func(ctx context.Context) error
 	}{
 		// BEGIN with the numbers; River's insert (the ticket row names the
-		// job); the rows with COMMIT. An API intake adds its key's read.
+		// job); the rows with COMMIT. An API intake's Idempotency-Key goes
+		// with the first trip and its answer with the last (api's
+		// TestTheKeysClaimCostsNoTripOfItsOwn).
 		{"OpenATicket", 3 + 1, []string{"INSERT INTO tickets", "commit"}, func(ctx context.Context) error {
 			_, _, err := cases.OpenTicket(ctx, &desk.OpenTicketParams{CustomerID: "C-0001", Subject: "S", Body: "B"})
 			return err

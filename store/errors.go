@@ -70,6 +70,8 @@ func (e *constraintError) Is(target error) bool {
 	// A ticket's customer that is not there: the same error whether or not
 	// the insert's row was read back (InsertTicket).
 	// A step's result that another delivery of its job saved (InsertAIRun).
+	// An Idempotency-Key an earlier request claimed (ClaimIdempotencyKey).
 	return target == ErrConflict || (target == ErrUnknownCustomer && e.constraint == "tickets_customer_id_fkey") ||
-		(target == ErrStepSaved && e.constraint == "ai_runs_one_per_job_task")
+		(target == ErrStepSaved && e.constraint == "ai_runs_one_per_job_task") ||
+		(target == ErrKeyTaken && e.constraint == "idempotency_keys_actor_key")
 }

@@ -3,9 +3,11 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -26,48 +28,71 @@ func (k *IdempotencyKey) Matches(fingerprint []byte) bool {
 	return bytes.Equal(k.Fingerprint, fingerprint)
 }
 
-// ClaimIdempotencyKey claims (actor, key) for a request inside the caller's
-// transaction. It returns claimed = false when the key is taken: a
-// concurrent claim waits here on the unique index until the first
-// transaction ends, so it then sees the first answer. A key older than
-// retention is taken over as if new.
-func (s *Store) ClaimIdempotencyKey(ctx context.Context, actor, key string, fingerprint []byte, retention time.Duration) (claimed bool, err error) {
-	var c Claim
-	if err := exec(ctx, s, func(b *Batch) { b.ClaimIdempotencyKey(actor, key, fingerprint, retention, &c) }); err != nil {
-		return false, fmt.Errorf("claim idempotency key: %w", err)
-	}
-	return c.Claimed, nil
-}
+// ErrKeyTaken is an Idempotency-Key that an earlier request claimed
+// within the retention: its claim fails, and the statements queued after
+// it in the same trip are not run.
+var ErrKeyTaken = fmt.Errorf("idempotency key taken: %w", ErrConflict)
 
 // Claim is the answer of a queued ClaimIdempotencyKey.
 type Claim struct {
 	Sent    bool // the claim went to the database
 	Claimed bool // and took the key: the request is the first
+	// Prior is the key as an earlier request left it, read with the
+	// claim: that request's answer, when it had one then.
+	Prior *IdempotencyKey
 }
 
-// ClaimIdempotencyKey queues ClaimIdempotencyKey; c gets its answer.
+// ClaimIdempotencyKey queues the claim of (actor, key) for a request, as
+// the first statements of its transaction: a read of the key's answer, the
+// removal of a key older than retention (taken over as if new), and the
+// key's insert. A key taken makes the insert fail with ErrKeyTaken, which
+// aborts the transaction before anything queued after the claim runs: a
+// repeated request writes nothing and takes no ticket number, and its
+// answer came with the claim (c.Prior). A concurrent claim waits on the
+// unique index until the first transaction ends, and then fails if it
+// committed; the read, done before the wait, has no answer for it then.
 func (b *Batch) ClaimIdempotencyKey(actor, key string, fingerprint []byte, retention time.Duration, c *Claim) {
-	b.b.Queue(claimIdempotencyKeySQL, actor, key, fingerprint, retention).Exec(func(tag pgconn.CommandTag) error {
-		c.Sent, c.Claimed = true, tag.RowsAffected() == 1
+	b.b.Queue(getIdempotencyKeySQL, actor, key, retention).QueryRow(func(row pgx.Row) error {
+		c.Sent = true
+		k, err := scanIdempotencyKey(row, actor, key)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		c.Prior = k
+		return err
+	})
+	b.b.Queue(`DELETE FROM idempotency_keys WHERE actor = $1 AND key = $2 AND created_at < now() - $3::interval`,
+		actor, key, retention)
+	b.b.Queue(claimIdempotencyKeySQL, actor, key, fingerprint).Exec(func(pgconn.CommandTag) error {
+		c.Claimed = true
 		return nil
 	})
 }
 
-const claimIdempotencyKeySQL = `INSERT INTO idempotency_keys (actor, key, fingerprint) VALUES ($1, $2, $3)
-	ON CONFLICT ON CONSTRAINT idempotency_keys_actor_key DO UPDATE
-		SET fingerprint = EXCLUDED.fingerprint, status = NULL, response = NULL, created_at = now()
-		WHERE idempotency_keys.created_at < now() - $4::interval`
+// claimIdempotencyKeySQL inserts the key, or fails as a plain insert of a
+// key taken would (migration 030), without writing a row version.
+const claimIdempotencyKeySQL = `WITH claimed AS (
+		INSERT INTO idempotency_keys (actor, key, fingerprint) VALUES ($1, $2, $3)
+		ON CONFLICT ON CONSTRAINT idempotency_keys_actor_key DO NOTHING RETURNING 1)
+	SELECT helpdesk_idempotency_key_taken() WHERE NOT EXISTS (SELECT FROM claimed)`
 
 // GetIdempotencyKey returns the key if it was claimed within retention, or ErrNotFound.
 func (s *Store) GetIdempotencyKey(ctx context.Context, actor, key string, retention time.Duration) (*IdempotencyKey, error) {
-	k := IdempotencyKey{Actor: actor, Key: key}
-	var status *int
-	err := s.db.QueryRow(ctx,
-		`SELECT fingerprint, status, response, created_at FROM idempotency_keys
-		WHERE actor = $1 AND key = $2 AND created_at >= now() - $3::interval`,
-		actor, key, retention).Scan(&k.Fingerprint, &status, &k.Response, &k.CreatedAt)
+	k, err := scanIdempotencyKey(s.db.QueryRow(ctx, getIdempotencyKeySQL, actor, key, retention), actor, key)
 	if err != nil {
 		return nil, fmt.Errorf("get idempotency key: %w", interpretError(err))
+	}
+	return k, nil
+}
+
+const getIdempotencyKeySQL = `SELECT fingerprint, status, response, created_at FROM idempotency_keys
+	WHERE actor = $1 AND key = $2 AND created_at >= now() - $3::interval`
+
+func scanIdempotencyKey(row pgx.Row, actor, key string) (*IdempotencyKey, error) {
+	k := IdempotencyKey{Actor: actor, Key: key}
+	var status *int
+	if err := row.Scan(&k.Fingerprint, &status, &k.Response, &k.CreatedAt); err != nil {
+		return nil, err
 	}
 	if status != nil {
 		k.Status = *status

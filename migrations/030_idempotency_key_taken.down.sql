@@ -1,0 +1,1 @@
+DROP FUNCTION helpdesk_idempotency_key_taken();
