@@ -51,8 +51,8 @@ func fingerprint(r *http.Request, canonical any) []byte {
 // the first request's answer is saved with the key in the same transaction,
 // and a repeat with the same fingerprint gets it back with Idempotent-Replayed:
 // true, saving nothing. A repeat that arrives while the first is in flight
-// waits on the key's unique index and then replays: its own work is rolled
-// back. The same key with another request is 422 idempotency_key_reused.
+// waits on the key's unique index and then replays, having done nothing of
+// its own. The same key with another request is 422 idempotency_key_reused.
 // Without a key, create just runs.
 //
 // The claim goes with the transaction's first trip (with BEGIN and
