@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -99,9 +100,7 @@ func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who vocab.Ac
 		if claim.Sent && !claim.Claimed {
 			// The trip stopped at the claim: the key is taken, most
 			// likely, whatever create made of the failure.
-			if lost = err; lost == nil {
-				lost = fmt.Errorf("idempotency key %q: %w", key, store.ErrKeyTaken)
-			}
+			lost = err
 			return errLostRace
 		}
 		if err != nil {
@@ -112,17 +111,16 @@ func (s *Server) createOnce(w http.ResponseWriter, r *http.Request, who vocab.Ac
 		return nil
 	})
 	if errors.Is(err, errLostRace) {
+		// A key read with the claim has its answer: the claim and the
+		// answer commit together. Without one, a copy in flight then has
+		// committed since, or the claim would not have failed.
 		prior := claim.Prior
-		if prior == nil || prior.Status == 0 {
-			// A copy in flight when the claim read the key: it has
-			// committed since, or the claim would not have failed.
+		if prior == nil {
 			if prior, err = store.New(s.pool).GetIdempotencyKey(ctx, actor, key, retention); errors.Is(err, store.ErrNotFound) {
-				return lost // the claim failed for another reason
+				// The claim failed for another reason.
+				return fmt.Errorf("idempotency key %q: %w", key, cmp.Or(lost, store.ErrKeyTaken))
 			} else if err != nil {
 				return err
-			}
-			if prior.Status == 0 {
-				return fmt.Errorf("idempotency key %q: %w", key, store.ErrConflict)
 			}
 		}
 		return replay(w, prior, fp)

@@ -1,1 +1,1 @@
-DROP FUNCTION helpdesk_idempotency_key_taken();
+DROP FUNCTION helpdesk_idempotency_key_taken(text, text, bytea, interval);

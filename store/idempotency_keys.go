@@ -43,9 +43,9 @@ type Claim struct {
 }
 
 // ClaimIdempotencyKey queues the claim of (actor, key) for a request, as
-// the first statements of its transaction: a read of the key's answer, the
-// removal of a key older than retention (taken over as if new), and the
-// key's insert. A key taken makes the insert fail with ErrKeyTaken, which
+// the first statements of its transaction: a read of the key's answer, and
+// the key's insert, which takes over a key older than retention as if new.
+// A key taken makes the insert fail with ErrKeyTaken, which
 // aborts the transaction before anything queued after the claim runs: a
 // repeated request writes nothing and takes no ticket number, and its
 // answer came with the claim (c.Prior). A concurrent claim waits on the
@@ -61,20 +61,20 @@ func (b *Batch) ClaimIdempotencyKey(actor, key string, fingerprint []byte, reten
 		c.Prior = k
 		return err
 	})
-	b.b.Queue(`DELETE FROM idempotency_keys WHERE actor = $1 AND key = $2 AND created_at < now() - $3::interval`,
-		actor, key, retention)
-	b.b.Queue(claimIdempotencyKeySQL, actor, key, fingerprint).Exec(func(pgconn.CommandTag) error {
+	b.b.Queue(claimIdempotencyKeySQL, actor, key, fingerprint, retention).Exec(func(pgconn.CommandTag) error {
 		c.Claimed = true
 		return nil
 	})
 }
 
-// claimIdempotencyKeySQL inserts the key, or fails as a plain insert of a
-// key taken would (migration 030), without writing a row version.
+// claimIdempotencyKeySQL inserts the key; a key there already is taken
+// over if older than the retention, or fails as a plain insert of a key
+// taken would (migration 030), without writing a row version. A new key,
+// the case of every new request, costs the insert alone.
 const claimIdempotencyKeySQL = `WITH claimed AS (
 		INSERT INTO idempotency_keys (actor, key, fingerprint) VALUES ($1, $2, $3)
 		ON CONFLICT ON CONSTRAINT idempotency_keys_actor_key DO NOTHING RETURNING 1)
-	SELECT helpdesk_idempotency_key_taken() WHERE NOT EXISTS (SELECT FROM claimed)`
+	SELECT helpdesk_idempotency_key_taken($1, $2, $3, $4::interval) WHERE NOT EXISTS (SELECT FROM claimed)`
 
 // GetIdempotencyKey returns the key if it was claimed within retention, or ErrNotFound.
 func (s *Store) GetIdempotencyKey(ctx context.Context, actor, key string, retention time.Duration) (*IdempotencyKey, error) {

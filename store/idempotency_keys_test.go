@@ -72,46 +72,59 @@ func TestClaimIdempotencyKey(t *testing.T) {
 		}
 	})
 
-	t.Run("AClaimInFlightMakesACopyWaitAndFail", func(t *testing.T) {
-		tx := store.Begin(pool)
-		defer tx.Rollback(ctx)
-		var first store.Claim
-		tx.Later(func(b *store.Batch) { b.ClaimIdempotencyKey(actor, "k2", []byte("fp"), time.Hour, &first) })
-		ptx, err := tx.Pgx(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var pid int32
-		if err := ptx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil || !first.Claimed {
-			t.Fatalf("first claim %+v: %v", first, err)
-		}
-		done := make(chan struct{})
-		var (
-			copyClaim store.Claim
-			copyErr   error
-		)
-		go func() {
-			defer close(done)
-			copyClaim, _, copyErr = claim(ctx, "k2", "fp", time.Hour, 500)
-		}()
-		waitForBlocked(t, pool, pid)
-		tx.Later(func(b *store.Batch) { b.SaveIdempotentResponse(actor, "k2", 201, []byte(`{}`)) })
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		<-done
-		// Its read came before the first committed: it has no answer yet.
-		if !errors.Is(copyErr, store.ErrKeyTaken) || copyClaim.Claimed || copyClaim.Prior != nil {
-			t.Errorf("copy: claim %+v, err %v; want ErrKeyTaken with no answer read", copyClaim, copyErr)
-		}
-	})
+	// A copy waits on a claim in flight, of a new key or a takeover of an
+	// old one, and fails once it commits.
+	for name, key := range map[string]string{"AClaimInFlightMakesACopyWaitAndFail": "k2", "ATakeoverInFlightMakesACopyWaitAndFail": "k1"} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := pool.Exec(ctx, `UPDATE idempotency_keys SET created_at = now() - interval '2 hours' WHERE key = 'k1'`); err != nil {
+				t.Fatal(err)
+			}
+			tx := store.Begin(pool)
+			defer tx.Rollback(ctx)
+			var first store.Claim
+			tx.Later(func(b *store.Batch) { b.ClaimIdempotencyKey(actor, key, []byte("fp"), time.Hour, &first) })
+			ptx, err := tx.Pgx(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pid int32
+			if err := ptx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil || !first.Claimed {
+				t.Fatalf("first claim %+v: %v", first, err)
+			}
+			done := make(chan error, 1)
+			var copyClaim store.Claim
+			go func() {
+				c, _, err := claim(ctx, key, "fp", time.Hour, 500)
+				copyClaim = c
+				done <- err
+			}()
+			waitForBlocked(t, pool, pid, done)
+			tx.Later(func(b *store.Batch) { b.SaveIdempotentResponse(actor, key, 201, []byte(`{}`)) })
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			copyErr := <-done
+			// Its read came before the first committed: it has no answer yet.
+			if !errors.Is(copyErr, store.ErrKeyTaken) || copyClaim.Claimed || copyClaim.Prior != nil {
+				t.Errorf("copy: claim %+v, err %v; want ErrKeyTaken with no answer read", copyClaim, copyErr)
+			}
+		})
+	}
 }
 
-// waitForBlocked returns once a session waits on a lock that the
-// session pid holds.
-func waitForBlocked(t *testing.T, pool *pgxpool.Pool, pid int32) {
+// waitForBlocked returns once a session waits on a lock that the session
+// pid holds, or the statement meant to wait has ended (done, put back for
+// the caller): what the test does next then happens while it waits, or
+// after it.
+func waitForBlocked(t *testing.T, pool *pgxpool.Pool, pid int32, done chan error) {
 	t.Helper()
 	for {
+		select {
+		case err := <-done:
+			done <- err
+			return
+		default:
+		}
 		var blocked bool
 		if err := pool.QueryRow(context.Background(),
 			`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))`, pid).Scan(&blocked); err != nil {

@@ -158,6 +158,20 @@ func (t *Trips) N() int {
 	return len(t.trips)
 }
 
+// NWithout is the number of trips so far that held no statement
+// containing text (matched within a statement's first 60 characters):
+// the trips of a use case without another's that may ride along.
+func (t *Trips) NWithout(text string) (n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, trip := range t.trips {
+		if !slices.ContainsFunc(trip, func(s string) bool { return strings.Contains(s, text) }) {
+			n++
+		}
+	}
+	return n
+}
+
 // Together reports whether one trip held a statement containing each of
 // the texts (matched within a statement's first 60 characters).
 func (t *Trips) Together(texts ...string) bool {
