@@ -34,7 +34,7 @@ func BenchmarkTriageAtAMillion(b *testing.B) {
 			b.Fatal(err)
 		}
 		q := bundle.NewQueue(b)
-		queueMoreTickets(b, bundle, q, tickets)
+		queueMoreTickets(b, bundle, q, "C-0001", tickets)
 		w := bundle.NewWorkers(b, q)
 		b.ResetTimer()
 		begin := time.Now()

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,27 +32,35 @@ func settledCommits(tb testing.TB, pool *pgxpool.Pool) int64 {
 	return n
 }
 
-// queueTickets writes n tickets, each with a customer's message and its
-// triage job, which the ticket names, in one transaction.
+// queueTickets writes n tickets of customer C-0001, each with the
+// customer's message and its triage job, which the ticket names, in one
+// transaction.
 func queueTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, n int) {
 	b.Helper()
-	if _, err := bundle.Store.InsertCustomer(bundle.Ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "c1@example.com", Name: "Bench"}); err != nil {
-		b.Fatal(err)
-	}
-	queueMoreTickets(b, bundle, q, n)
+	queueTicketsOf(b, bundle, q, "C-0001", n)
 }
 
-// queueMoreTickets is queueTickets once the customer is there.
-func queueMoreTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, n int) {
+// queueTicketsOf is queueTickets for another customer, whom it adds.
+func queueTicketsOf(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, customerID string, n int) {
+	b.Helper()
+	if _, err := bundle.Store.InsertCustomer(bundle.Ctx, &store.InsertCustomerParams{ID: customerID,
+		Email: strings.ToLower(customerID) + "@example.com", Name: "Bench"}); err != nil {
+		b.Fatal(err)
+	}
+	queueMoreTickets(b, bundle, q, customerID, n)
+}
+
+// queueMoreTickets is queueTicketsOf once the customer is there.
+func queueMoreTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, customerID string, n int) {
 	b.Helper()
 	err := store.Run(bundle.Ctx, bundle.Pool, func(tx *store.Tx) error {
 		for i := range n {
-			ticket, err := store.New(tx).InsertTicket(bundle.Ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: fmt.Sprintf("Charge %d", i)})
+			ticket, err := store.New(tx).InsertTicket(bundle.Ctx, &store.InsertTicketParams{CustomerID: customerID, Subject: fmt.Sprintf("Charge %d", i)})
 			if err != nil {
 				return err
 			}
 			if _, err := store.New(tx).InsertMessage(bundle.Ctx, &store.InsertMessageParams{
-				TicketID: ticket.ID, Direction: vocab.DirectionInbound, Author: "customer:C-0001",
+				TicketID: ticket.ID, Direction: vocab.DirectionInbound, Author: vocab.Customer(customerID),
 				Body: "My card was charged twice for the same invoice; please refund one of them.",
 			}); err != nil {
 				return err
@@ -116,6 +125,7 @@ func bareCommitRate(tb testing.TB, pool *pgxpool.Pool, n int) float64 {
 // INSERT commits/s at 16 connections ÷ transactions per ticket) and the
 // ratio of the two.
 func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start, stop func(context.Context) error) float64 {
+	done := completedJobs(b, pool, kind)
 	before := settledCommits(b, pool)
 	b.ResetTimer()
 	cpu := storetest.MeasureCPU(b, pool)
@@ -124,7 +134,7 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 		b.Fatal(err)
 	}
 	waiting := sampleLockWaits(pool)
-	polls := awaitCompleted(b, pool, kind, n)
+	polls := awaitCompleted(b, pool, kind, done+n)
 	elapsed := time.Since(begin)
 	used, cpuRead := cpu()
 	b.StopTimer()
@@ -214,6 +224,11 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 			w(bundle)
 		}
 		q := bundle.NewQueue(b)
+		// The warm-up's tickets are another customer's, so that the
+		// duplicate search of the tickets timed scores as many as without.
+		queueTicketsOf(b, bundle, q, "C-0002", warmUpJobs)
+		warming := bundle.NewWorkers(b, q)
+		warmUp(b, bundle.Pool, jobs.TriageArgs{}.Kind(), warming.Start, warming.Stop)
 		n := max(b.N, 1000)
 		queueTickets(b, bundle, q, n)
 		w := bundle.NewWorkers(b, q)
@@ -228,8 +243,7 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 		commit := oneRowCommits(b, bundle.Pool)
 		ticket := provider.Ticket{ID: "T-500001", Subject: "Charge", CustomerName: "Bench",
 			Messages: []string{"My card was charged twice for the same invoice; please refund one of them."}}
-		n := max(b.N, 4000) // at least two seconds' worth here, or the benchmark runs it again and again
-		client := benchJobs(b, bundle, jobs.QueueTriage, jobs.DefaultTriageWorkers, jobs.DefaultFetchCooldown, n, func(ctx context.Context) error {
+		work := func(ctx context.Context) error {
 			if _, _, err := bundle.Provider.Classify(ctx, ticket); err != nil {
 				return err
 			}
@@ -246,7 +260,11 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 				return err
 			}
 			return commit(ctx)
-		})
+		}
+		warming := benchJobs(b, bundle, jobs.QueueTriage, jobs.DefaultTriageWorkers, jobs.DefaultFetchCooldown, warmUpJobs, work)
+		warmUp(b, bundle.Pool, benchArgs{}.Kind(), warming.Start, warming.Stop)
+		n := max(b.N, 4000) // at least two seconds' worth here, or the benchmark runs it again and again
+		client := benchJobs(b, bundle, jobs.QueueTriage, jobs.DefaultTriageWorkers, jobs.DefaultFetchCooldown, n, work)
 		floors["triage"] = againstCeiling(b, bundle.Pool, benchArgs{}.Kind(), n, client.Start, client.Stop)
 	})
 	b.Run("Shipped", func(b *testing.B) { ofFloor(b, "triage", run(b, nil)) })
