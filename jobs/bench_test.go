@@ -148,7 +148,7 @@ const warmUpJobs = 500
 // Each backend that the pool opens plans each statement anew for its
 // first five runs before it weighs a generic plan, and loads the catalog
 // of every table the statement touches: in a triage of a thousand
-// tickets from twenty new backends that was about a fifth of the
+// tickets from twenty new backends that was about a third of the
 // database's CPU, which a running service pays once, when its
 // connections open. The floor is warmed the same way.
 func warmUp(b *testing.B, pool *pgxpool.Pool, kind string, start, stop func(context.Context) error) {
@@ -282,9 +282,9 @@ func BenchmarkEmailThroughput(b *testing.B) {
 	b.Run("WholePathWithAttachment", func(b *testing.B) { wholePath(b, bytes.Repeat([]byte("%PDF-1.4 \x00\xff"), 100<<10/12), false) })
 }
 
-// replies opens a ticket and writes n agent's replies to it in one
-// transaction, each with a copy of attachment when there is one, and
-// their email jobs.
+// replies opens a ticket and writes n replies of an agent to it, with
+// their email jobs, in one transaction, each reply with a copy of
+// attachment when there is one.
 func replies(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, n int, attachment []byte) {
 	b.Helper()
 	ticketID, _ := bundle.OpenTicket(b, q, "Hello", "Hi.")
