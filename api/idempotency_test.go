@@ -92,5 +92,4 @@ func TestTheKeysClaimCostsNoTripOfItsOwn(t *testing.T) {
 			t.Errorf("rows %+v became %+v", before, after)
 		}
 	})
-
 }

@@ -97,7 +97,11 @@ func TestTheVectorIndexFollowsEveryCommit(t *testing.T) {
 		_, err := status.Exec(ctx, `UPDATE tickets SET status = 'pending' WHERE id = 'T-4'`)
 		updated <- err
 	}()
-	waitedOrDone(t, pool, status.Conn().PgConn().PID(), updated)
+	holder, err := vector.Pgx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.AwaitBlockedBy(t, pool, holder.Conn().PgConn().PID(), updated)
 	if err := vector.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -118,31 +122,6 @@ func TestTheVectorIndexFollowsEveryCommit(t *testing.T) {
 			t.Errorf("pending tickets near T-4's vector: %v (%v), want T-4, whose status changed after the index read its vector", hits, err)
 		}
 	})
-}
-
-// waitedOrDone returns once the backend pid waits on a lock or the
-// statement it runs has sent its outcome on done (put back for the
-// caller): what the test does next then happens while that statement
-// waits, or after it.
-func waitedOrDone(t *testing.T, pool *pgxpool.Pool, pid uint32, done chan error) {
-	t.Helper()
-	for {
-		select {
-		case err := <-done:
-			done <- err
-			return
-		default:
-		}
-		var waiting bool
-		if err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')`,
-			int32(pid)).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // uncommitted runs sql in a transaction it leaves open, for the test to

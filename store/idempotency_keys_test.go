@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/helpdesk-dev/helpdesk/store"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
 func TestClaimIdempotencyKey(t *testing.T) {
@@ -87,9 +87,8 @@ func TestClaimIdempotencyKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var pid int32
-			if err := ptx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil || !first.Claimed {
-				t.Fatalf("first claim %+v: %v", first, err)
+			if !first.Claimed {
+				t.Fatalf("first claim %+v", first)
 			}
 			done := make(chan error, 1)
 			var copyClaim store.Claim
@@ -98,7 +97,7 @@ func TestClaimIdempotencyKey(t *testing.T) {
 				copyClaim = c
 				done <- err
 			}()
-			waitForBlocked(t, pool, pid, done)
+			storetest.AwaitBlockedBy(t, pool, ptx.Conn().PgConn().PID(), done)
 			tx.Later(func(b *store.Batch) { b.SaveIdempotentResponse(actor, key, 201, []byte(`{}`)) })
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
@@ -109,30 +108,5 @@ func TestClaimIdempotencyKey(t *testing.T) {
 				t.Errorf("copy: claim %+v, err %v; want ErrKeyTaken with no answer read", copyClaim, copyErr)
 			}
 		})
-	}
-}
-
-// waitForBlocked returns once a session waits on a lock that the session
-// pid holds, or the statement meant to wait has ended (done, put back for
-// the caller): what the test does next then happens while it waits, or
-// after it.
-func waitForBlocked(t *testing.T, pool *pgxpool.Pool, pid int32, done chan error) {
-	t.Helper()
-	for {
-		select {
-		case err := <-done:
-			done <- err
-			return
-		default:
-		}
-		var blocked bool
-		if err := pool.QueryRow(context.Background(),
-			`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))`, pid).Scan(&blocked); err != nil {
-			t.Fatal(err)
-		}
-		if blocked {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
