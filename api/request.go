@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode"
@@ -69,10 +70,35 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return badRequest("unknown_field", strings.TrimPrefix(err.Error(), "json: ")+" is not accepted")
 	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("invalid_json", "the body is not valid JSON: "+err.Error())
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return badRequest("invalid_json", "the body must be a JSON object")
 	case errors.As(err, &typeErr):
-		return badRequest("invalid_json", fmt.Sprintf("field %q must be a %s", typeErr.Field, typeErr.Type))
+		return badRequest("invalid_json", fmt.Sprintf("field %q must be %s", typeErr.Field, jsonKind(typeErr.Type)))
 	}
 	return badRequest("invalid_json", err.Error())
+}
+
+// jsonKind names what JSON value a field of Go type t takes, in the
+// caller's terms (RFC 8259's), not Go's: "a whole number", not "int16".
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number in range"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
 }
 
 // requireJSONContentType refuses a body declared as anything but JSON; a
