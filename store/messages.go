@@ -282,9 +282,15 @@ const threadEarlier = `FROM messages
 	WHERE ticket_id = $1 AND email_message_id IS NOT NULL AND id <> $2 AND created_at <= ` + replyTime + `
 	  AND direction IN ('inbound', 'outbound', 'acknowledgement')`
 
-// replyTime is the time of reply $2 (of ticket $1), read once per
-// statement (an InitPlan), for the messages before it.
-const replyTime = `(SELECT created_at FROM messages WHERE id = $2 AND ticket_id = $1)`
+// replyTime is the time of reply $2 (of ticket $1, else NULL), read once
+// per statement (an InitPlan), for the messages before it. Only the
+// primary key may find it: with the ticket in the WHERE clause, a table
+// vacuumed since its last ANALYZE (its pages all visible, as after a
+// burst of writes) makes an index-only scan of messages_ticket_direction
+// look cheaper, and that scan walks every message of the ticket to find
+// the one id, three times a thread read: 97 buffers against 25 on a
+// ticket of 3,500 messages.
+const replyTime = `(SELECT CASE WHEN ticket_id = $1 THEN created_at END FROM messages WHERE id = $2)`
 
 const replyThreadSQL = `
 	(SELECT 'root', email_message_id, created_at, id ` + threadEarlier + ` ORDER BY created_at, id LIMIT 1)

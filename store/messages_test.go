@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +76,104 @@ func TestReplyThread(t *testing.T) {
 			t.Errorf("read %d ids: %v … %v", len(thread.Earlier), thread.Earlier[:2], thread.Earlier[len(thread.Earlier)-1])
 		}
 	})
+}
+
+// TestAReplysReadsCostAsMuchOnALongTicketAsOnAShortOne: what renders a
+// reply (its thread and the message it quotes) reads as many pages on a
+// ticket of 5,000 messages as on one of 10, with the plan a pooled
+// connection settles on (generic) and the table as a burst of writes
+// leaves it: vacuumed, its pages all visible, not analysed since. Before,
+// the reply's own time was found by walking the ticket's index entries.
+func TestAReplysReadsCostAsMuchOnALongTicketAsOnAShortOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, st := withAda(t)
+	if _, err := pool.Exec(ctx, `ALTER TABLE messages SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	replies := map[int]*store.Message{}
+	for _, n := range []int{10, 5000} {
+		ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Hello"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO messages (ticket_id, direction, author, body, email_message_id)
+			SELECT $1, CASE WHEN i = 0 THEN 'inbound' ELSE 'outbound' END, 'x', '…', '<m' || i || '.' || $1 || '@example.com>'
+			FROM generate_series(0, $2 - 1) i`, ticket.ID, n); err != nil {
+			t.Fatal(err)
+		}
+		id := "<reply." + ticket.ID + "@example.com>"
+		if replies[n], err = st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionOutbound,
+			Author: "x", Body: "…", EmailMessageID: &id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `VACUUM messages`); err != nil {
+		t.Fatal(err)
+	}
+	// The pages each read takes, by its statement's first words.
+	pages := func(t *testing.T, reply *store.Message) map[string]int {
+		t.Helper()
+		counted, trips := storetest.CountTrips(ctx)
+		var (
+			reads  store.Batch
+			thread store.ThreadIDs
+			quoted *store.Message
+		)
+		reads.ReplyThread(reply.TicketID, reply.ID, &thread)
+		reads.QuotedMessage(reply.TicketID, reply.ID, &quoted)
+		if err := st.Send(counted, &reads); err != nil {
+			t.Fatal(err)
+		}
+		if quoted == nil || len(thread.Earlier) == 0 {
+			t.Fatalf("read no thread (%+v) or no quote", thread)
+		}
+		got := map[string]int{}
+		for i, s := range trips.Statements() {
+			got[fmt.Sprintf("%d %.40s", i, strings.Join(strings.Fields(s.SQL), " "))] = genericPlanPages(t, pool, s)
+		}
+		return got
+	}
+	short, long := pages(t, replies[10]), pages(t, replies[5000])
+	for stmt, n := range long {
+		if n > short[stmt]+15 {
+			t.Errorf("%s…: %d pages on a ticket of 5,000 messages, %d on one of 10", stmt, n, short[stmt])
+		}
+	}
+}
+
+// genericPlanPages runs s as a prepared statement on its generic plan, as
+// a pooled connection does after five runs, and returns the buffers it read.
+func genericPlanPages(t *testing.T, pool *pgxpool.Pool, s storetest.Statement) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	// A prepared statement outlives the transaction: it goes with the test.
+	if _, err := tx.Exec(ctx, `PREPARE measured AS `+s.SQL); err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Exec(ctx, `DEALLOCATE measured`)
+	args := make([]string, len(s.Args))
+	for i, a := range s.Args {
+		args[i] = "'" + strings.ReplaceAll(fmt.Sprint(a), "'", "''") + "'"
+	}
+	var plan []struct {
+		Plan struct {
+			SharedHit  int `json:"Shared Hit Blocks"`
+			SharedRead int `json:"Shared Read Blocks"`
+		}
+	}
+	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE measured(`+strings.Join(args, ", ")+`)`).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	return plan[0].Plan.SharedHit + plan[0].Plan.SharedRead
 }
 
 // BenchmarkReplyThread shows that building a reply's thread costs the same
