@@ -43,6 +43,36 @@ func ticketWithMessages(tb testing.TB, pool *pgxpool.Pool, n int) (*store.Store,
 	return st, msgs[n], msgs[:n]
 }
 
+// agentHeavy is a ticket's mix of messages (replyAfter's direction): one
+// inbound message, then only the agents' replies.
+const agentHeavy = `CASE WHEN i = 0 THEN 'inbound' ELSE 'outbound' END`
+
+// replyAfter makes a ticket of n messages a second apart, each i of
+// generate_series(0, n-1) going the way direction says (an SQL
+// expression of i) with a Message-ID unless it is a note, and an agent's
+// reply after them, which it returns. One INSERT writes the n.
+func replyAfter(tb testing.TB, pool *pgxpool.Pool, st *store.Store, n int, direction string) *store.Message {
+	tb.Helper()
+	ctx := context.Background()
+	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Hello"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO messages (ticket_id, direction, author, body, email_message_id, created_at)
+		SELECT $1, `+direction+`, 'x', '…', CASE WHEN `+direction+` <> 'note' THEN '<m' || i || '.' || $1 || '@example.com>' END,
+			now() - interval '1 day' + i * interval '1 second'
+		FROM generate_series(0, $2 - 1) i`, ticket.ID, n); err != nil {
+		tb.Fatal(err)
+	}
+	id := "<reply." + ticket.ID + "@example.com>"
+	reply, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionOutbound,
+		Author: "x", Body: "…", EmailMessageID: &id})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return reply
+}
+
 func TestReplyThread(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -93,20 +123,7 @@ func TestAReplysReadsCostAsMuchOnALongTicketAsOnAShortOne(t *testing.T) {
 	}
 	replies := map[int]*store.Message{}
 	for _, n := range []int{10, 5000} {
-		ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Hello"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pool.Exec(ctx, `INSERT INTO messages (ticket_id, direction, author, body, email_message_id)
-			SELECT $1, CASE WHEN i = 0 THEN 'inbound' ELSE 'outbound' END, 'x', '…', '<m' || i || '.' || $1 || '@example.com>'
-			FROM generate_series(0, $2 - 1) i`, ticket.ID, n); err != nil {
-			t.Fatal(err)
-		}
-		id := "<reply." + ticket.ID + "@example.com>"
-		if replies[n], err = st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionOutbound,
-			Author: "x", Body: "…", EmailMessageID: &id}); err != nil {
-			t.Fatal(err)
-		}
+		replies[n] = replyAfter(t, pool, st, n, agentHeavy)
 	}
 	if _, err := pool.Exec(ctx, `VACUUM messages`); err != nil {
 		t.Fatal(err)
@@ -147,14 +164,8 @@ func TestAReplysReadsCostAsMuchOnALongTicketAsOnAShortOne(t *testing.T) {
 func genericPlanPages(t *testing.T, pool *pgxpool.Pool, s storetest.Statement) int {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := beginWith(t, pool, "plan_cache_mode = force_generic_plan")
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
-		t.Fatal(err)
-	}
 	// A prepared statement outlives the transaction: it goes with the test.
 	if _, err := tx.Exec(ctx, `PREPARE measured AS `+s.SQL); err != nil {
 		t.Fatal(err)
@@ -182,8 +193,7 @@ func genericPlanPages(t *testing.T, pool *pgxpool.Pool, s storetest.Statement) i
 func BenchmarkReplyThread(b *testing.B) {
 	mixes := map[string]string{
 		"Alternating": `(ARRAY['inbound', 'outbound'])[1 + i % 2]`,
-		// One inbound message, then only the agents' replies.
-		"AgentHeavy": `CASE WHEN i = 0 THEN 'inbound' ELSE 'outbound' END`,
+		"AgentHeavy":  agentHeavy,
 		// One exchange, then notes and mail to agents.
 		"AgentSideHeavy": `CASE WHEN i = 0 THEN 'inbound' WHEN i = 1 THEN 'outbound' ELSE (ARRAY['note', 'notification'])[1 + i % 2] END`,
 	}
@@ -193,21 +203,7 @@ func BenchmarkReplyThread(b *testing.B) {
 			ctx := context.Background()
 			replies := map[int]*store.Message{}
 			for _, n := range []int{10, 10000} {
-				ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Hello"})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := pool.Exec(ctx, `INSERT INTO messages (ticket_id, direction, author, body, email_message_id, created_at)
-					SELECT $1, `+direction+`, 'x', '…', CASE WHEN `+direction+` <> 'note' THEN '<m' || i || '.' || $1 || '@example.com>' END,
-						now() - interval '1 day' + i * interval '1 second'
-					FROM generate_series(0, $2 - 1) i`, ticket.ID, n); err != nil {
-					b.Fatal(err)
-				}
-				id := "<reply." + ticket.ID + "@example.com>"
-				if replies[n], err = st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionOutbound,
-					Author: "x", Body: "…", EmailMessageID: &id}); err != nil {
-					b.Fatal(err)
-				}
+				replies[n] = replyAfter(b, pool, st, n, direction)
 			}
 			// As autovacuum would have by then.
 			if _, err := pool.Exec(ctx, `ANALYZE messages`); err != nil {

@@ -132,14 +132,8 @@ func explain(t *testing.T, pool interface {
 }, sql string, args []any) string {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := beginWith(t, pool, "enable_seqscan = off")
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
-		t.Fatal(err)
-	}
 	rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
 	if err != nil {
 		t.Fatalf("explain %s: %v", sql, err)
@@ -149,4 +143,22 @@ func explain(t *testing.T, pool interface {
 		t.Fatalf("explain %s: %v", sql, err)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// beginWith begins a transaction on pool with setting (SET LOCAL's
+// "name = value") in force; the caller rolls it back.
+func beginWith(t *testing.T, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, setting string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL `+setting); err != nil {
+		_ = tx.Rollback(ctx)
+		t.Fatal(err)
+	}
+	return tx
 }
