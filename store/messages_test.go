@@ -159,6 +159,82 @@ func TestAReplysReadsCostAsMuchOnALongTicketAsOnAShortOne(t *testing.T) {
 	}
 }
 
+// TestAReplysReadsSettleOnOnePlan: the statements that render a reply
+// are planned a few times on a connection and then run on a plan kept for
+// them, as PostgreSQL does when a generic plan costs about what the
+// custom ones did (after five runs). With the thread's window as a
+// parameter (LIMIT $3) a generic plan could not know it, looked dearer,
+// and on an agent-heavy desk every read was planned anew: 300 µs of
+// planning for 34 of execution.
+func TestAReplysReadsSettleOnOnePlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, st := withAda(t)
+	short, long := replyAfter(t, pool, st, 10, agentHeavy), replyAfter(t, pool, st, 10000, agentHeavy)
+	if _, err := pool.Exec(ctx, `ANALYZE messages`); err != nil { // as autovacuum would have by then
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for i := 0; i < 12; i++ {
+		reply := []*store.Message{short, long}[i%2]
+		counted, trips := storetest.CountTrips(ctx)
+		var (
+			reads  store.Batch
+			thread store.ThreadIDs
+			quoted *store.Message
+		)
+		reads.ReplyThread(reply.TicketID, reply.ID, &thread)
+		reads.QuotedMessage(reply.TicketID, reply.ID, &quoted)
+		if err := st.Send(counted, &reads); err != nil {
+			t.Fatal(err)
+		}
+		for j, s := range trips.Statements() {
+			name := fmt.Sprintf("reply_read_%d", j)
+			if i == 0 {
+				if _, err := conn.Exec(ctx, `PREPARE `+name+` AS `+s.SQL); err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Exec(ctx, `DEALLOCATE `+name)
+			}
+			if _, err := conn.Exec(ctx, `EXECUTE `+name+`(`+literals(s.Args)+`)`); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rows, err := conn.Query(ctx, `SELECT name, statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE name LIKE 'reply_read_%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var (
+			name, sql       string
+			generic, custom int64
+		)
+		if err := rows.Scan(&name, &sql, &generic, &custom); err != nil {
+			t.Fatal(err)
+		}
+		if custom > 5 {
+			t.Errorf("%.60s…: planned for each of %d runs of 12 (%d on a kept plan)", strings.Join(strings.Fields(sql), " "), custom, generic)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// literals writes args as SQL literals, for EXECUTE.
+func literals(args []any) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = "'" + strings.ReplaceAll(fmt.Sprint(a), "'", "''") + "'"
+	}
+	return strings.Join(out, ", ")
+}
+
 // genericPlanPages runs s as a prepared statement on its generic plan, as
 // a pooled connection does after five runs, and returns the buffers it read.
 func genericPlanPages(t *testing.T, pool *pgxpool.Pool, s storetest.Statement) int {
@@ -171,17 +247,13 @@ func genericPlanPages(t *testing.T, pool *pgxpool.Pool, s storetest.Statement) i
 		t.Fatal(err)
 	}
 	defer tx.Exec(ctx, `DEALLOCATE measured`)
-	args := make([]string, len(s.Args))
-	for i, a := range s.Args {
-		args[i] = "'" + strings.ReplaceAll(fmt.Sprint(a), "'", "''") + "'"
-	}
 	var plan []struct {
 		Plan struct {
 			SharedHit  int `json:"Shared Hit Blocks"`
 			SharedRead int `json:"Shared Read Blocks"`
 		}
 	}
-	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE measured(`+strings.Join(args, ", ")+`)`).Scan(&plan); err != nil {
+	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE measured(`+literals(s.Args)+`)`).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
 	return plan[0].Plan.SharedHit + plan[0].Plan.SharedRead
