@@ -160,12 +160,10 @@ func TestAReplysReadsCostAsMuchOnALongTicketAsOnAShortOne(t *testing.T) {
 }
 
 // TestAReplysReadsSettleOnOnePlan: the statements that render a reply
-// are planned a few times on a connection and then run on a plan kept for
-// them, as PostgreSQL does when a generic plan costs about what the
-// custom ones did (after five runs). With the thread's window as a
-// parameter (LIMIT $3) a generic plan could not know it, looked dearer,
-// and on an agent-heavy desk every read was planned anew: 300 µs of
-// planning for 34 of execution.
+// run on a plan kept for them after their first few runs (plansKept).
+// With the thread's window as a parameter (LIMIT $3) a kept plan could
+// not know it, looked dearer, and on an agent-heavy desk every read was
+// planned anew: 300 µs of planning for 34 of execution.
 func TestAReplysReadsSettleOnOnePlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -174,65 +172,15 @@ func TestAReplysReadsSettleOnOnePlan(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ANALYZE messages`); err != nil { // as autovacuum would have by then
 		t.Fatal(err)
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	for i := 0; i < 12; i++ {
-		reply := []*store.Message{short, long}[i%2]
-		counted, trips := storetest.CountTrips(ctx)
+	plansKept(t, pool, st, func(run int, b *store.Batch) {
+		reply := []*store.Message{short, long}[run%2]
 		var (
-			reads  store.Batch
 			thread store.ThreadIDs
 			quoted *store.Message
 		)
-		reads.ReplyThread(reply.TicketID, reply.ID, &thread)
-		reads.QuotedMessage(reply.TicketID, reply.ID, &quoted)
-		if err := st.Send(counted, &reads); err != nil {
-			t.Fatal(err)
-		}
-		for j, s := range trips.Statements() {
-			name := fmt.Sprintf("reply_read_%d", j)
-			if i == 0 {
-				if _, err := conn.Exec(ctx, `PREPARE `+name+` AS `+s.SQL); err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Exec(ctx, `DEALLOCATE `+name)
-			}
-			if _, err := conn.Exec(ctx, `EXECUTE `+name+`(`+literals(s.Args)+`)`); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	rows, err := conn.Query(ctx, `SELECT name, statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE name LIKE 'reply_read_%'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var (
-			name, sql       string
-			generic, custom int64
-		)
-		if err := rows.Scan(&name, &sql, &generic, &custom); err != nil {
-			t.Fatal(err)
-		}
-		if custom > 5 {
-			t.Errorf("%.60s…: planned for each of %d runs of 12 (%d on a kept plan)", strings.Join(strings.Fields(sql), " "), custom, generic)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// literals writes args as SQL literals, for EXECUTE.
-func literals(args []any) string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		out[i] = "'" + strings.ReplaceAll(fmt.Sprint(a), "'", "''") + "'"
-	}
-	return strings.Join(out, ", ")
+		b.ReplyThread(reply.TicketID, reply.ID, &thread)
+		b.QuotedMessage(reply.TicketID, reply.ID, &quoted)
+	})
 }
 
 // genericPlanPages runs s as a prepared statement on its generic plan, as
