@@ -46,7 +46,7 @@ func BenchmarkTriageThroughput(b *testing.B) {
 		bundle := jobstest.Setup(b)
 		bundle.Config.TriageWorkers, bundle.Config.FetchCooldown = workers, cooldown
 		q := bundle.NewQueue(b)
-		queueTickets(b, bundle, q, b.N)
+		queueTickets(b, bundle, q, "C-0001", b.N)
 		w := bundle.NewWorkers(b, q)
 		runUntilCompleted(b, bundle.Pool, jobs.TriageArgs{}.Kind(), "ticket", b.N, w.Start, w.Stop)
 		if calls := bundle.Sim.TotalCalls(); calls != 3*b.N {

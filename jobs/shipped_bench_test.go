@@ -32,16 +32,10 @@ func settledCommits(tb testing.TB, pool *pgxpool.Pool) int64 {
 	return n
 }
 
-// queueTickets writes n tickets of customer C-0001, each with the
-// customer's message and its triage job, which the ticket names, in one
-// transaction.
-func queueTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, n int) {
-	b.Helper()
-	queueTicketsOf(b, bundle, q, "C-0001", n)
-}
-
-// queueTicketsOf is queueTickets for another customer, whom it adds.
-func queueTicketsOf(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, customerID string, n int) {
+// queueTickets adds the customer and writes n tickets of theirs, each
+// with the customer's message and its triage job, which the ticket names,
+// in one transaction.
+func queueTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, customerID string, n int) {
 	b.Helper()
 	if _, err := bundle.Store.InsertCustomer(bundle.Ctx, &store.InsertCustomerParams{ID: customerID,
 		Email: strings.ToLower(customerID) + "@example.com", Name: "Bench"}); err != nil {
@@ -50,7 +44,7 @@ func queueTicketsOf(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, custom
 	queueMoreTickets(b, bundle, q, customerID, n)
 }
 
-// queueMoreTickets is queueTicketsOf once the customer is there.
+// queueMoreTickets is queueTickets once the customer is there.
 func queueMoreTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, customerID string, n int) {
 	b.Helper()
 	err := store.Run(bundle.Ctx, bundle.Pool, func(tx *store.Tx) error {
@@ -226,11 +220,11 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 		q := bundle.NewQueue(b)
 		// The warm-up's tickets are another customer's, so that the
 		// duplicate search of the tickets timed scores as many as without.
-		queueTicketsOf(b, bundle, q, "C-0002", warmUpJobs)
+		queueTickets(b, bundle, q, "C-0002", warmUpJobs)
 		warming := bundle.NewWorkers(b, q)
 		warmUp(b, bundle.Pool, jobs.TriageArgs{}.Kind(), warming.Start, warming.Stop)
 		n := max(b.N, 1000)
-		queueTickets(b, bundle, q, n)
+		queueTickets(b, bundle, q, "C-0001", n)
 		w := bundle.NewWorkers(b, q)
 		return againstCeiling(b, bundle.Pool, jobs.TriageArgs{}.Kind(), n, w.Start, w.Stop)
 	}

@@ -132,18 +132,13 @@ func TestAReplysReadsCostAsMuchOnALongTicketAsOnAShortOne(t *testing.T) {
 	pages := func(t *testing.T, reply *store.Message) map[string]int {
 		t.Helper()
 		counted, trips := storetest.CountTrips(ctx)
-		var (
-			reads  store.Batch
-			thread store.ThreadIDs
-			quoted *store.Message
-		)
-		reads.ReplyThread(reply.TicketID, reply.ID, &thread)
-		reads.QuotedMessage(reply.TicketID, reply.ID, &quoted)
+		var reads store.Batch
+		read := queueReplyReads(&reads, reply)
 		if err := st.Send(counted, &reads); err != nil {
 			t.Fatal(err)
 		}
-		if quoted == nil || len(thread.Earlier) == 0 {
-			t.Fatalf("read no thread (%+v) or no quote", thread)
+		if read.quoted == nil || len(read.thread.Earlier) == 0 {
+			t.Fatalf("read no thread (%+v) or no quote", read.thread)
 		}
 		got := map[string]int{}
 		for i, s := range trips.Statements() {
@@ -172,39 +167,24 @@ func TestAReplysReadsSettleOnOnePlan(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ANALYZE messages`); err != nil { // as autovacuum would have by then
 		t.Fatal(err)
 	}
-	plansKept(t, pool, st, func(run int, b *store.Batch) {
-		reply := []*store.Message{short, long}[run%2]
-		var (
-			thread store.ThreadIDs
-			quoted *store.Message
-		)
-		b.ReplyThread(reply.TicketID, reply.ID, &thread)
-		b.QuotedMessage(reply.TicketID, reply.ID, &quoted)
+	plansKept(t, pool, func(run int, b *store.Batch) {
+		queueReplyReads(b, []*store.Message{short, long}[run%2])
 	})
 }
 
-// genericPlanPages runs s as a prepared statement on its generic plan, as
-// a pooled connection does after five runs, and returns the buffers it read.
-func genericPlanPages(t *testing.T, pool *pgxpool.Pool, s storetest.Statement) int {
-	t.Helper()
-	ctx := context.Background()
-	tx := beginWith(t, pool, "plan_cache_mode = force_generic_plan")
-	defer tx.Rollback(ctx)
-	// A prepared statement outlives the transaction: it goes with the test.
-	if _, err := tx.Exec(ctx, `PREPARE measured AS `+s.SQL); err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Exec(ctx, `DEALLOCATE measured`)
-	var plan []struct {
-		Plan struct {
-			SharedHit  int `json:"Shared Hit Blocks"`
-			SharedRead int `json:"Shared Read Blocks"`
-		}
-	}
-	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE measured(`+literals(s.Args)+`)`).Scan(&plan); err != nil {
-		t.Fatal(err)
-	}
-	return plan[0].Plan.SharedHit + plan[0].Plan.SharedRead
+// replyReads are what renders a reply, as read by its store.
+type replyReads struct {
+	thread store.ThreadIDs
+	quoted *store.Message
+}
+
+// queueReplyReads queues what renders reply: its thread and the message
+// it quotes.
+func queueReplyReads(b *store.Batch, reply *store.Message) *replyReads {
+	r := &replyReads{}
+	b.ReplyThread(reply.TicketID, reply.ID, &r.thread)
+	b.QuotedMessage(reply.TicketID, reply.ID, &r.quoted)
+	return r
 }
 
 // BenchmarkReplyThread shows that building a reply's thread costs the same

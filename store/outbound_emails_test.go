@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -71,11 +70,11 @@ func TestMailRenderedWhenWritten(t *testing.T) {
 // attempts in the email benchmark, 300 µs each).
 func TestADeliverysStatementsSettleOnOnePlan(t *testing.T) {
 	t.Parallel()
-	for _, after := range []string{"", "VACUUM"} {
-		t.Run("After"+cmp.Or(after, "Nothing"), func(t *testing.T) {
+	for name, after := range map[string]string{"AfterNothing": "", "AfterVACUUM": "VACUUM"} {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			pool, st := withAda(t)
+			pool, _ := withAda(t)
 			for _, sql := range []string{
 				`ALTER TABLE outbound_emails SET (autovacuum_enabled = false)`,
 				`ALTER TABLE outbound_recipients SET (autovacuum_enabled = false)`,
@@ -86,11 +85,14 @@ func TestADeliverysStatementsSettleOnOnePlan(t *testing.T) {
 				`INSERT INTO outbound_recipients (message_id, address, kind) SELECT id, 'c' || id || '@example.com', 'to' FROM messages`,
 				after,
 			} {
-				if _, err := pool.Exec(ctx, cmp.Or(sql, "SELECT")); err != nil {
+				if sql == "" {
+					continue
+				}
+				if _, err := pool.Exec(ctx, sql); err != nil {
 					t.Fatal(err)
 				}
 			}
-			plansKept(t, pool, st, func(run int, b *store.Batch) {
+			plansKept(t, pool, func(run int, b *store.Batch) {
 				id := int64(100 + 37*run)
 				var (
 					em   store.OutboundEmail
