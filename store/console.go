@@ -106,6 +106,13 @@ const CountCap = 1000
 // many tickets the view holds with these filters, counted up to the
 // page's end and CountCap beyond: more than Offset + CountCap says only
 // "more".
+//
+// The page's LIMIT and OFFSET are written into the statement, as the
+// count's is: a plan kept for a prepared statement cannot know a LIMIT or
+// OFFSET that is a parameter and costs it as a tenth of the rows, which
+// looks dearer than the plans made for the values, so every view was
+// planned anew (0.2–0.5 ms of planning, against 0.15–0.2 of running it, on
+// 20,000 tickets).
 func (b *Batch) Queue(p *QueueParams, rows *[]*QueueRow, total *int) {
 	where, args := queueWhere(p, p.View)
 	b.b.Queue(`SELECT count(*) FROM (SELECT FROM tickets t JOIN customers c ON c.id = t.customer_id WHERE `+where+
@@ -115,7 +122,6 @@ func (b *Batch) Queue(p *QueueParams, rows *[]*QueueRow, total *int) {
 		}
 		return nil
 	})
-	args = append(args, p.Limit, p.Offset)
 	cols := strings.ReplaceAll("t."+ticketColumns, ", ", ", t.")
 	cols = strings.ReplaceAll(cols, ",\n\t", ",\n\tt.")
 	queueRows(b, "queue", func(row pgx.Row) (*QueueRow, error) {
@@ -126,7 +132,7 @@ func (b *Batch) Queue(p *QueueParams, rows *[]*QueueRow, total *int) {
 		least(sl.first_response_due, sl.next_response_due, sl.resolution_due), coalesce(sl.breached, false)
 		FROM tickets t JOIN customers c ON c.id = t.customer_id LEFT JOIN ticket_slas sl ON sl.ticket_id = t.id
 		WHERE `+where+` ORDER BY coalesce(t.last_customer_message_at, t.created_at) DESC, t.id DESC
-		LIMIT $`+strconv.Itoa(len(args)-1)+` OFFSET $`+strconv.Itoa(len(args)), args...)
+		LIMIT `+strconv.Itoa(p.Limit)+` OFFSET `+strconv.Itoa(p.Offset), args...)
 }
 
 // QueueCounts queues a count of each view for the agent, without filters,
