@@ -114,7 +114,7 @@ func (o burstOptions) scaled(d time.Duration) time.Duration {
 }
 
 func runBurst(ctx context.Context, serverURL string, opts burstOptions, logger *slog.Logger) (*burstResult, error) {
-	pool, drop, err := scratchPool(ctx, serverURL)
+	pool, drop, err := scratchPool(ctx, serverURL, logger)
 	if err != nil {
 		return nil, err
 	}

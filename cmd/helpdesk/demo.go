@@ -105,7 +105,7 @@ var errDemoMismatch = errors.New("the demo saw a duplicate")
 
 func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *slog.Logger) (*demoResult, error) {
 	start := time.Now()
-	pool, drop, err := scratchPool(ctx, serverURL)
+	pool, drop, err := scratchPool(ctx, serverURL, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -330,12 +330,10 @@ func funcLocation(f any) string {
 	return fmt.Sprintf("%s:%d %s", file, line, name)
 }
 
-// scratchDatabase creates a database of its own next to the one at
-// serverURL and returns its URL and a function that drops it.
 // scratchPool creates a scratch database, migrates it and connects to it;
 // drop closes the pool and drops the database.
-func scratchPool(ctx context.Context, serverURL string) (*pgxpool.Pool, func(), error) {
-	dbURL, drop, err := scratchDatabase(ctx, serverURL)
+func scratchPool(ctx context.Context, serverURL string, logger *slog.Logger) (*pgxpool.Pool, func(), error) {
+	dbURL, drop, err := scratchDatabase(ctx, serverURL, logger)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -352,7 +350,10 @@ func scratchPool(ctx context.Context, serverURL string) (*pgxpool.Pool, func(), 
 	return pool, func() { pool.Close(); drop() }, nil
 }
 
-func scratchDatabase(ctx context.Context, serverURL string) (string, func(), error) {
+// scratchDatabase creates a database of its own next to the one at
+// serverURL and returns its URL and a function that drops it, or says
+// which database it left behind and why.
+func scratchDatabase(ctx context.Context, serverURL string, logger *slog.Logger) (string, func(), error) {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := "helpdesk_demo_" + hex.EncodeToString(b)
@@ -373,11 +374,16 @@ func scratchDatabase(ctx context.Context, serverURL string) (string, func(), err
 	q.Del("search_path")
 	u.RawQuery = q.Encode()
 	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Its own time, not the run's: an interrupted run drops it too.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if conn, err := pgx.Connect(ctx, serverURL); err == nil {
-			_, _ = conn.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+		conn, err := pgx.Connect(ctx, serverURL)
+		if err == nil {
+			_, err = conn.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
 			conn.Close(ctx)
+		}
+		if err != nil {
+			logger.Warn("the scratch database is left behind; drop it with DROP DATABASE", "database", name, "error", err)
 		}
 	}
 	return u.String(), drop, nil

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -147,5 +148,31 @@ func TestYourOwnTeam(t *testing.T) {
 		if code, _, stderr := runCmd(t, env, tc.args...); code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, %q; want exit 2 naming %q", tc.args, code, stderr, tc.want)
 		}
+	}
+}
+
+// TestAScratchDatabaseIsDroppedWhenTheRunIsInterrupted: the drop has time
+// of its own, so a run stopped by Ctrl-C (its context cancelled) leaves
+// no database behind.
+func TestAScratchDatabaseIsDroppedWhenTheRunIsInterrupted(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	dbURL, drop, err := scratchDatabase(ctx, storetest.URL(), jobstest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	cancel()
+	drop()
+	var left bool
+	if err := storetest.NewPool(t).QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left {
+		t.Errorf("the scratch database %s is left behind", name)
 	}
 }
