@@ -115,7 +115,11 @@ const CountCap = 1000
 // 20,000 tickets).
 func (b *Batch) Queue(p *QueueParams, rows *[]*QueueRow, total *int) {
 	where, args := queueWhere(p, p.View)
-	b.b.Queue(`SELECT count(*) FROM (SELECT FROM tickets t JOIN customers c ON c.id = t.customer_id WHERE `+where+
+	// Every ticket has its customer (a foreign key, not null), so a LEFT
+	// JOIN counts the same, and PostgreSQL leaves it out unless a search
+	// reads the customer's email: at a million tickets, half the pages a
+	// count reads.
+	b.b.Queue(`SELECT count(*) FROM (SELECT FROM tickets t LEFT JOIN customers c ON c.id = t.customer_id WHERE `+where+
 		` LIMIT `+strconv.Itoa(p.Offset+CountCap+1)+`) capped`, args...).QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(total); err != nil {
 			return fmt.Errorf("queue: %w", err)

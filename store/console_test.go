@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/helpdesk-dev/helpdesk/store"
@@ -75,5 +76,34 @@ func TestAQueuePageSettlesOnOnePlan(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestAQueueCountReadsCustomersOnlyToSearchTheirEmail: a view's count
+// reads no customer unless the search is by email, where it must.
+func TestAQueueCountReadsCustomersOnlyToSearchTheirEmail(t *testing.T) {
+	t.Parallel()
+	pool, _ := team(t)
+	for _, tc := range []struct {
+		search    string
+		customers bool
+	}{{"", false}, {"invoice", false}, {"ada@", true}} {
+		t.Run(fmt.Sprintf("search %q", tc.search), func(t *testing.T) {
+			ctx, trips := storetest.CountTrips(context.Background())
+			var (
+				b     store.Batch
+				rows  []*store.QueueRow
+				total int
+			)
+			b.Queue(&store.QueueParams{Agent: "ana", Teams: []string{"billing"}, View: "unassigned", Search: tc.search, Limit: 50}, &rows, &total)
+			if err := store.New(pool).Send(ctx, &b); err != nil {
+				t.Fatal(err)
+			}
+			count := trips.Statements()[0]
+			plan := explain(t, pool, count.SQL, count.Args)
+			if got := strings.Contains(plan, "customers"); got != tc.customers {
+				t.Errorf("the count reads customers: %v, want %v\n%s", got, tc.customers, plan)
+			}
+		})
 	}
 }
