@@ -57,10 +57,12 @@ func TestTheKeysClaimCostsNoTripOfItsOwn(t *testing.T) {
 	if s != 202 {
 		t.Fatalf("first: %d %v", s, first)
 	}
-	// BEGIN with the claim and the numbers; River's insert; the rows and
-	// the answer with COMMIT.
-	if tr := last(); tr.NWithout(riverNotify) != 3 || !tr.Together("INSERT INTO idempotency_keys", "ticket_number_seq") {
-		t.Errorf("a new request: %d trips, want 3, the claim with the numbers:\n%s", tr.NWithout(riverNotify), tr)
+	// BEGIN with the claim and the numbers, the job's among them; the
+	// rows, the answer and River's insert with COMMIT.
+	if tr := last(); tr.NWithout(riverNotify) != 2 || !tr.Together("INSERT INTO idempotency_keys", "ticket_number_seq") ||
+		!tr.Together("INSERT INTO tickets", "UPDATE idempotency_keys", "JobInsertFastMany", "commit") {
+		t.Errorf("a new request: %d trips, want 2, the claim with the numbers, the answer and River's insert with the commit:\n%s",
+			tr.NWithout(riverNotify), tr)
 	}
 	before := b.rows(t)
 	ticket, message := numbers(t)

@@ -31,6 +31,9 @@ import (
 // use.
 type Enqueuer interface {
 	EnqueueTriageTx(ctx context.Context, tx *store.Tx, ticketID string) (int64, error)
+	// QueueTriageAtCommit has tx insert the ticket's triage job, with the
+	// id taken for it (store.Batch.NextJobID), with its commit.
+	QueueTriageAtCommit(tx *store.Tx, ticketID string, jobID int64)
 	// EnqueueEmailTx queues a stored mail whose bytes are kept with it (an
 	// acknowledgement); ErrNoRelay when no relay would send it.
 	EnqueueEmailTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error)

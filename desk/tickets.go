@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/helpdesk-dev/helpdesk/blob"
 	"github.com/helpdesk-dev/helpdesk/mail"
@@ -71,30 +70,26 @@ func (d *Desk) OpenTicket(ctx context.Context, p *OpenTicketParams) (ticket *sto
 }
 
 // OpenTicketTx is OpenTicket in the caller's transaction. The ticket's
-// numbers are taken first, so that its triage job is queued before its
-// rows and they are written together; without an acknowledgement to send,
-// the rows wait for the transaction's next trip (its commit, at the
-// latest): the ticket returned holds its id and the fields given at once,
-// the rest once they are written.
+// numbers are taken first, its triage job's with them, so that its rows
+// name the job and its job the ticket before either is written: the job
+// is inserted with the commit, in its trip (Enqueuer.QueueTriageAtCommit).
+// Without an acknowledgement to send, the rows wait for the transaction's
+// next trip (its commit, at the latest): the ticket returned holds its id
+// and the fields given at once, the rest once they are written.
 func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketParams) (*store.Ticket, int64, error) {
 	st := tx.Store()
 	var (
-		ticketID  string
-		messageID int64
-		now       time.Time // the transaction's time: the ticket's created_at
-		numbers   store.Batch
+		n       store.TicketNumbers
+		numbers store.Batch
 	)
-	numbers.NextTicketID(&ticketID, &now)
-	numbers.NextMessageID(&messageID)
+	triage := !p.Automatic && p.Held == ""
+	numbers.NextTicketNumbers(triage, &n)
 	if err := st.Send(ctx, &numbers); err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
-	var jobID int64
-	if !p.Automatic && p.Held == "" {
-		var err error
-		if jobID, err = d.jobs.EnqueueTriageTx(ctx, tx, ticketID); err != nil {
-			return nil, 0, fmt.Errorf("open ticket: %w", err)
-		}
+	ticketID, messageID, jobID, now := n.TicketID, n.MessageID, n.JobID, n.Now
+	if triage {
+		d.jobs.QueueTriageAtCommit(tx, ticketID, jobID)
 	}
 	author := p.Author
 	if author == "" {

@@ -36,9 +36,12 @@ type queued struct {
 type fakeQueue struct {
 	mail bool
 	mu   sync.Mutex
-	next int64
+	next int64 // its own ids count from fakeIDs, above those the schema's sequence gives QueueTriageAtCommit
 	jobs []queued
 }
+
+// fakeIDs is where the fake queue's own job ids begin.
+const fakeIDs = 1 << 40
 
 func (q *fakeQueue) add(kind, ticketID string, messageID int64) (int64, error) {
 	return q.addJob(queued{Kind: kind, TicketID: ticketID, MessageID: messageID})
@@ -50,7 +53,7 @@ func (q *fakeQueue) addJob(j queued) (int64, error) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.next++
+	q.next = max(q.next+1, fakeIDs)
 	j.ID = q.next
 	q.jobs = append(q.jobs, j)
 	return q.next, nil
@@ -58,6 +61,13 @@ func (q *fakeQueue) addJob(j queued) (int64, error) {
 
 func (q *fakeQueue) EnqueueTriageTx(_ context.Context, _ *store.Tx, ticketID string) (int64, error) {
 	return q.add("triage", ticketID, 0)
+}
+
+// QueueTriageAtCommit remembers the job with the id taken for it.
+func (q *fakeQueue) QueueTriageAtCommit(_ *store.Tx, ticketID string, jobID int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.jobs = append(q.jobs, queued{Kind: "triage", TicketID: ticketID, ID: jobID})
 }
 
 func (q *fakeQueue) EnqueueEmailTx(_ context.Context, _ *store.Tx, messageID int64, ticketID string) (int64, error) {
@@ -75,7 +85,7 @@ func (q *fakeQueue) EnqueueNotifyTx(_ context.Context, _ *store.Tx, messageID in
 func (q *fakeQueue) EnqueueSLATx(_ context.Context, _ *store.Tx, ticketID string, at time.Time) (int64, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.next++
+	q.next = max(q.next+1, fakeIDs)
 	q.jobs = append(q.jobs, queued{Kind: "sla", TicketID: ticketID, ID: q.next, At: at})
 	return q.next, nil
 }

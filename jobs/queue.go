@@ -10,12 +10,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/helpdesk-dev/helpdesk/backoff"
 	"github.com/helpdesk-dev/helpdesk/desk"
@@ -156,7 +158,8 @@ type Queue struct {
 func NewQueue(pool *pgxpool.Pool, config Config) (*Queue, error) {
 	config.setDefaults()
 	// River inserts and administers jobs without queues or workers.
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: config.Logger, MaxAttempts: config.TriageMaxAttempts})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: config.Logger, MaxAttempts: config.TriageMaxAttempts,
+		Middleware: []rivertype.Middleware{river.JobInsertMiddlewareFunc(insertWithTakenID)}})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
@@ -167,6 +170,50 @@ func NewQueue(pool *pgxpool.Pool, config Config) (*Queue, error) {
 // transaction.
 func (q *Queue) EnqueueTriageTx(ctx context.Context, tx *store.Tx, ticketID string) (int64, error) {
 	return q.insert(ctx, tx, TriageArgs{TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts, Queue: QueueTriage})
+}
+
+// QueueTriageAtCommit has tx insert the triage job of the ticket, with the
+// id taken for it (store.Batch.NextJobID), as its last statement, with
+// the commit behind it in the same trip (store.Tx.CommitWith): the ticket
+// names its job before the job exists, and River's insert costs no trip
+// of its own.
+func (q *Queue) QueueTriageAtCommit(tx *store.Tx, ticketID string, jobID int64) {
+	tx.CommitWith(isRiverInsert, func(ctx context.Context, pgxTx pgx.Tx) error {
+		ctx = context.WithValue(ctx, takenIDKey{}, jobID)
+		_, err := q.Client.InsertTx(ctx, pgxTx, TriageArgs{TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts, Queue: QueueTriage})
+		if err != nil && store.Committed(pgxTx) {
+			// What River does after its insert, once the job is committed,
+			// is to wake the queue's workers, who look for jobs on their own
+			// too: the ticket and its job are there.
+			q.config.Logger.WarnContext(ctx, "triage job inserted; River's notification of it failed",
+				slog.Int64("job_id", jobID), slog.String("ticket_id", ticketID), slog.String("error", err.Error()))
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("enqueue triage: %w", err)
+		}
+		return nil
+	})
+}
+
+// takenIDKey carries the id taken for a job to insertWithTakenID.
+type takenIDKey struct{}
+
+// insertWithTakenID gives the one job being inserted the id taken for it
+// (QueueTriageAtCommit), which River's insert writes in place of one of
+// its own.
+func insertWithTakenID(ctx context.Context, params []*rivertype.JobInsertParams,
+	doInner func(context.Context) ([]*rivertype.JobInsertResult, error)) ([]*rivertype.JobInsertResult, error) {
+	if id, ok := ctx.Value(takenIDKey{}).(int64); ok && len(params) == 1 {
+		params[0].ID = &id
+	}
+	return doInner(ctx)
+}
+
+// isRiverInsert knows River's insert of jobs (its driver names each query
+// in a comment), behind which a transaction may commit.
+func isRiverInsert(sql string) bool {
+	return strings.Contains(sql, "-- name: JobInsertFastMany ")
 }
 
 // EnqueueEmailTx inserts the job that delivers an outbound message, in the

@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +82,24 @@ func TestQueues(t *testing.T) {
 			if err != nil || row.Queue != want {
 				t.Errorf("job %d (%v) is on queue %q, want %q", id, err, row.Queue, want)
 			}
+		}
+	})
+
+	// The ticket's job is numbered with the ticket and inserted with the
+	// commit (Queue.QueueTriageAtCommit): River must insert it under that
+	// number, or the ticket names a job that is not there.
+	t.Run("ANewTicketAndItsTriageJobNameEachOther", func(t *testing.T) {
+		t.Parallel()
+		b := jobstest.Setup(t)
+		q := b.NewQueue(t)
+		ticketID, jobID := b.OpenTicket(t, q, "Hello", "Hi.")
+		ticket, err := b.Store.GetTicket(b.Ctx, ticketID)
+		if err != nil || ticket.TriageJobID == nil || *ticket.TriageJobID != jobID {
+			t.Fatalf("ticket %+v (%v) names job %v, want %d", ticket, err, ticket.TriageJobID, jobID)
+		}
+		row, err := q.Client.JobGet(b.Ctx, jobID)
+		if err != nil || row.Kind != (jobs.TriageArgs{}).Kind() || !strings.Contains(string(row.EncodedArgs), `"`+ticketID+`"`) {
+			t.Errorf("job %d: %+v (%v), want the triage of %s", jobID, row, err, ticketID)
 		}
 	})
 

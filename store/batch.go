@@ -62,6 +62,18 @@ func (b *Batch) answers() bool {
 	return false
 }
 
+// checks reports whether a statement queued has an answer to check: one
+// that may call for a rollback once it is read, so that the commit cannot
+// go in its trip.
+func (b *Batch) checks() bool {
+	for _, q := range b.b.QueuedQueries {
+		if q.Fn != nil && !b.reads[q] {
+			return true
+		}
+	}
+	return false
+}
+
 // readOnly marks q as a statement whose answer checks nothing (Batch.reads).
 func (b *Batch) readOnly(q *pgx.QueuedQuery) {
 	if b.reads == nil {

@@ -63,3 +63,15 @@ func (s *Store) CountJobs(ctx context.Context) ([]JobCount, error) {
 	}
 	return counts, nil
 }
+
+// NextJobID queues the numbering of a River job not yet inserted, from the
+// sequence River's insert numbers jobs by: a job inserted with this id
+// (jobs.Queue hands it to River) can be named by rows queued before it.
+func (b *Batch) NextJobID(id *int64) {
+	b.b.Queue(`SELECT nextval(pg_get_serial_sequence('river_job', 'id'))`).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(id); err != nil {
+			return fmt.Errorf("number a job: %w", err)
+		}
+		return nil
+	})
+}

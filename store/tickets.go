@@ -151,6 +151,36 @@ func (b *Batch) NextTicketID(id *string, now *time.Time) {
 	})
 }
 
+// TicketNumbers are what a ticket not yet written is numbered with.
+type TicketNumbers struct {
+	TicketID  string
+	Now       time.Time // the transaction's time: the ticket's created_at
+	MessageID int64     // its first message's (NextMessageID)
+	JobID     int64     // its triage job's (NextJobID), when asked for
+}
+
+// NextTicketNumbers queues NextTicketID, NextMessageID and, with job,
+// NextJobID as one statement: a new ticket's numbers, taken before its
+// rows and its job are queued.
+func (b *Batch) NextTicketNumbers(job bool, into *TicketNumbers) {
+	sql, dest := nextTicketNumbersSQL, []any{&into.TicketID, &into.Now, &into.MessageID}
+	if job {
+		sql, dest = nextTicketNumbersWithJobSQL, append(dest, &into.JobID)
+	}
+	b.b.Queue(sql).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(dest...); err != nil {
+			return fmt.Errorf("number a ticket: %w", err)
+		}
+		return nil
+	})
+}
+
+const (
+	nextTicketNumbersSQL        = `SELECT 'T-' || nextval('ticket_number_seq'), now(), nextval(pg_get_serial_sequence('messages', 'id'))`
+	nextTicketNumbersWithJobSQL = `SELECT 'T-' || nextval('ticket_number_seq'), now(), nextval(pg_get_serial_sequence('messages', 'id')),
+		nextval(pg_get_serial_sequence('river_job', 'id'))`
+)
+
 // GetTicket returns the ticket with the given id, or ErrNotFound.
 func (s *Store) GetTicket(ctx context.Context, id string) (*Ticket, error) {
 	return one(ctx, s, func(b *Batch, t *Ticket) { b.GetTicket(id, t) })

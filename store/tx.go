@@ -31,6 +31,15 @@ type Tx struct {
 	// hooks run before the commit, once per key, in the order added.
 	hooks    []func(ctx context.Context) error
 	hookKeys map[string]bool
+	// last is the work that makes the transaction's last query, with the
+	// commit behind it (CommitWith).
+	last []lastQuery
+}
+
+// lastQuery is what CommitWith was given.
+type lastQuery struct {
+	carries func(sql string) bool
+	fn      func(ctx context.Context, tx pgx.Tx) error
 }
 
 // Begin returns a unit of work on pool; nothing is sent yet.
@@ -113,13 +122,8 @@ func (t *Tx) commitWithLast(ctx context.Context) (sent bool, err error) {
 		return false, t.later.err
 	}
 	waiting := t.later.b.QueuedQueries
-	if len(waiting) == 0 || len(t.later.bulk) > 0 {
+	if len(waiting) == 0 || len(t.later.bulk) > 0 || t.later.checks() {
 		return false, nil
-	}
-	for _, q := range waiting {
-		if q.Fn != nil && !t.later.reads[q] {
-			return false, nil
-		}
 	}
 	t.later = Batch{}
 	var b pgx.Batch
@@ -179,11 +183,23 @@ func (t *Tx) Pgx(ctx context.Context) (pgx.Tx, error) {
 type carrier struct {
 	pgx.Tx
 	t *Tx
+	// commitBehind, when set, is CommitWith's test of the query that
+	// carries the commit; committed is set once that commit is done.
+	commitBehind func(sql string) bool
+	committed    bool
 }
 
 // Query sends what waits, then sql, in one batch, and returns sql's rows
-// once what waited has been read (and its answers given).
+// once what waited has been read (and its answers given). Behind the
+// query that commitBehind knows goes COMMIT, in the same batch: should
+// anything before it fail, PostgreSQL skips the rest of the batch, COMMIT
+// with it, and the transaction is rolled back as after any failed trip.
 func (c *carrier) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if c.committed {
+		// The transaction is over: what follows the query that carried
+		// its commit runs on the connection, on its own.
+		return c.t.conn.Query(ctx, sql, args...)
+	}
 	if c.t.done {
 		return nil, errors.New("store: the transaction is over")
 	}
@@ -191,13 +207,24 @@ func (c *carrier) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 		return nil, err
 	}
 	waiting := c.t.later.b.QueuedQueries
-	if len(waiting) == 0 {
+	commit := c.commitBehind != nil && c.commitBehind(sql)
+	if len(waiting) == 0 && !commit {
 		return c.Tx.Query(ctx, sql, args...)
 	}
 	c.t.later = Batch{}
 	var b pgx.Batch
 	b.QueuedQueries = waiting
 	b.Queue(sql, args...)
+	if commit {
+		c.commitBehind = nil
+		b.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
+			if tag.String() == "ROLLBACK" {
+				return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
+			}
+			c.committed = true
+			return nil
+		})
+	}
 	br := c.Tx.SendBatch(ctx, &b)
 	for _, q := range waiting {
 		var err error
@@ -242,6 +269,9 @@ func (c *carrier) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 
 // SendBatch sends what waits first, in a trip of its own.
 func (c *carrier) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if c.committed {
+		return c.t.conn.SendBatch(ctx, b)
+	}
 	if err := c.t.send(ctx, nil, false); err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
@@ -305,6 +335,56 @@ func (t *Tx) BeforeCommit(key string, fn func(ctx context.Context) error) {
 	t.hooks = append(t.hooks, fn)
 }
 
+// CommitWith has fn make the transaction's last query at Commit, after
+// the BeforeCommit hooks, on a begun pgx.Tx (River's InsertTx): the first
+// of fn's queries that carries says yes to goes to the database with what
+// waits before it and COMMIT behind it, in one trip, so that a unit of
+// work whose last statement is another library's costs that statement no
+// trip of its own. Its queries after that one run outside the
+// transaction, which is over; Committed tells fn so. The commit rides only
+// where commitWithLast's rule allows (no answer waiting to be checked, no
+// large value), and only behind a query carries knows: otherwise fn runs
+// first and the commit takes its own trip, as it would have. Work given by
+// earlier calls runs before, each query in its next trip.
+func (t *Tx) CommitWith(carries func(sql string) bool, fn func(ctx context.Context, tx pgx.Tx) error) {
+	t.last = append(t.last, lastQuery{carries: carries, fn: fn})
+}
+
+// Committed reports whether tx, as CommitWith gave it to its work, has
+// committed behind one of that work's queries.
+func Committed(tx pgx.Tx) bool {
+	c, ok := tx.(*carrier)
+	return ok && c.committed
+}
+
+// commitBehind runs the work CommitWith was given, the last of it with
+// the commit behind its query where it can. committed is false when the
+// commit still needs a trip of its own.
+func (t *Tx) commitBehind(ctx context.Context) (committed bool, err error) {
+	last := t.last
+	t.last = nil
+	for i, l := range last {
+		pgxTx, err := t.Pgx(ctx)
+		if err != nil {
+			return false, err
+		}
+		c, _ := pgxTx.(*carrier)
+		if c != nil && i == len(last)-1 && !t.later.checks() && len(t.later.bulk) == 0 {
+			c.commitBehind = l.carries
+		}
+		err = l.fn(ctx, pgxTx)
+		if c != nil && c.committed {
+			t.done = true
+			t.release()
+			return true, err
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
 // Commit runs the BeforeCommit hooks, sends what waits and commits. A
 // unit of work that never went to the database has nothing to commit.
 // After a failed Commit, Rollback ends the transaction and gives its
@@ -324,6 +404,11 @@ func (t *Tx) Commit(ctx context.Context) error {
 			if err := h(ctx); err != nil {
 				return err
 			}
+		}
+	}
+	if len(t.last) > 0 {
+		if committed, err := t.commitBehind(ctx); committed || err != nil {
+			return err
 		}
 	}
 	sent, err := t.commitWithLast(ctx)

@@ -3,8 +3,11 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
@@ -231,6 +234,171 @@ func TestTx(t *testing.T) {
 		}
 		if n := pool.Stat().AcquiredConns(); n != 0 {
 			t.Errorf("%d connections still held", n)
+		}
+	})
+
+	// CommitWith's work stands for River's InsertTx: a library's insert on
+	// the pgx.Tx it is given, after which it may send more.
+	carried := func(sql string) bool {
+		return strings.HasPrefix(sql, "INSERT INTO tickets (customer_id, subject) VALUES ('C-0001', 'Carried")
+	}
+	insertCarried := func(subject string, after ...string) func(ctx context.Context, tx pgx.Tx) error {
+		return func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO tickets (customer_id, subject) VALUES ('C-0001', '`+subject+`')`); err != nil {
+				return err
+			}
+			for _, sql := range after {
+				if _, err := tx.Exec(ctx, sql); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	subjects := func(t *testing.T, subjects ...string) (n int) {
+		t.Helper()
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM tickets WHERE subject = ANY($1)`, subjects).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	t.Run("TheCommitGoesBehindTheLastQueryWithWhatWaits", func(t *testing.T) {
+		ctx, trips := storetest.CountTrips(context.Background())
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			if _, err := tx.Store().GetCustomer(ctx, "C-0001"); err != nil {
+				return err
+			}
+			tx.Later(func(b *store.Batch) {
+				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Waited 1"}, nil)
+			})
+			tx.CommitWith(carried, insertCarried("Carried 1", `SELECT pg_notify('after', 'the commit')`))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// BEGIN with the read; what waited, the carried insert and COMMIT;
+		// what the work sent after its insert, on its own.
+		if trips.N() != 3 || !trips.Together("INSERT INTO tickets (id", "INSERT INTO tickets (customer_id", "commit") {
+			t.Errorf("%d trips, want 3, what waited and the carried insert with the commit:\n%s", trips.N(), trips)
+		}
+		if n := subjects(t, "Waited 1", "Carried 1"); n != 2 {
+			t.Errorf("%d of the two tickets kept", n)
+		}
+		if n := pool.Stat().AcquiredConns(); n != 0 {
+			t.Errorf("%d connections still held after the unit of work ended", n)
+		}
+	})
+
+	t.Run("TheWorkKnowsItsQueriesAfterTheCommitAreOutsideTheTransaction", func(t *testing.T) {
+		ctx := context.Background()
+		var during, after bool
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			if err := tx.Flush(ctx); err != nil {
+				return err
+			}
+			tx.CommitWith(carried, func(ctx context.Context, ptx pgx.Tx) error {
+				during = store.Committed(ptx)
+				err := insertCarried("Carried 2")(ctx, ptx)
+				after = store.Committed(ptx)
+				// The committed transaction had an id, for its insert; a new one has none yet.
+				var inTx bool
+				if err := ptx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned() IS NOT NULL`).Scan(&inTx); err != nil {
+					return err
+				}
+				if inTx {
+					t.Error("a query after the one that carried the commit ran in a transaction")
+				}
+				return err
+			})
+			return nil
+		})
+		if err != nil || during || !after || subjects(t, "Carried 2") != 1 {
+			t.Errorf("err %v, committed before the query %v, after %v, kept %d: want false, true, 1", err, during, after, subjects(t, "Carried 2"))
+		}
+	})
+
+	t.Run("AFailureBeforeTheCarriedQueryKeepsNothing", func(t *testing.T) {
+		ctx := context.Background()
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			if err := tx.Flush(ctx); err != nil {
+				return err
+			}
+			tx.Later(func(b *store.Batch) {
+				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Waited 3"}, nil)
+			})
+			tx.Later(func(b *store.Batch) {
+				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-9999", Subject: "Nobody's"}, nil)
+			})
+			tx.CommitWith(carried, insertCarried("Carried 3"))
+			return nil
+		})
+		if !errors.Is(err, store.ErrUnknownCustomer) || subjects(t, "Waited 3", "Carried 3") != 0 {
+			t.Errorf("err %v, %d kept: want ErrUnknownCustomer and nothing kept", err, subjects(t, "Waited 3", "Carried 3"))
+		}
+		if n := pool.Stat().AcquiredConns(); n != 0 {
+			t.Errorf("%d connections still held", n)
+		}
+	})
+
+	t.Run("AFailedCarriedQueryKeepsNothing", func(t *testing.T) {
+		ctx := context.Background()
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			if err := tx.Flush(ctx); err != nil {
+				return err
+			}
+			tx.Later(func(b *store.Batch) {
+				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Waited 4"}, nil)
+			})
+			tx.CommitWith(carried, insertCarried("Carried 4', 'no such column")) // three values for two columns
+			return nil
+		})
+		if err == nil || subjects(t, "Waited 4") != 0 {
+			t.Errorf("err %v, %d kept: want the insert's error and nothing kept", err, subjects(t, "Waited 4"))
+		}
+	})
+
+	t.Run("AnAnswerToCheckKeepsTheCommitInItsOwnTrip", func(t *testing.T) {
+		// A check that fails after the trip must still roll back what the
+		// carried query wrote, so the commit waits for it.
+		ctx, trips := storetest.CountTrips(context.Background())
+		boom := errors.New("boom")
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			if err := tx.Flush(ctx); err != nil {
+				return err
+			}
+			var waited store.Ticket
+			tx.Later(func(b *store.Batch) {
+				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Waited 5"}, &waited)
+			})
+			tx.CommitWith(carried, func(ctx context.Context, ptx pgx.Tx) error {
+				if err := insertCarried("Carried 5")(ctx, ptx); err != nil {
+					return err
+				}
+				if waited.ID != "" && !store.Committed(ptx) {
+					return boom // what the check of the waiting answer would say
+				}
+				return nil
+			})
+			return nil
+		})
+		if !errors.Is(err, boom) || subjects(t, "Waited 5", "Carried 5") != 0 || trips.Together("INSERT INTO tickets (customer_id", "commit") {
+			t.Errorf("err %v, %d kept: want boom, nothing kept, and no commit with the carried query:\n%s", err, subjects(t, "Waited 5", "Carried 5"), trips)
+		}
+	})
+
+	t.Run("AQueryNotCarriedLeavesTheCommitItsOwnTrip", func(t *testing.T) {
+		ctx, trips := storetest.CountTrips(context.Background())
+		err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			if err := tx.Flush(ctx); err != nil {
+				return err
+			}
+			tx.CommitWith(carried, insertCarried("Not carried 6"))
+			return nil
+		})
+		if err != nil || subjects(t, "Not carried 6") != 1 || trips.N() != 3 || trips.Together("INSERT INTO tickets (customer_id", "commit") {
+			t.Errorf("err %v, %d kept, %d trips: want it kept in 3 (BEGIN, the insert, COMMIT):\n%s", err, subjects(t, "Not carried 6"), trips.N(), trips)
 		}
 	})
 }
