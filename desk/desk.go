@@ -30,9 +30,10 @@ import (
 // and cancels it; jobs.Queue, an insert-only River client, is the one in
 // use.
 type Enqueuer interface {
-	EnqueueTriageTx(ctx context.Context, tx *store.Tx, ticketID string) (int64, error)
 	// QueueTriageAtCommit has tx insert the ticket's triage job, with the
-	// id taken for it (store.Batch.NextJobID), with its commit.
+	// id taken for it in an earlier trip (store.Batch.NextJobID), with its
+	// commit: the ticket names the job before it exists, and the insert
+	// costs no trip of its own.
 	QueueTriageAtCommit(tx *store.Tx, ticketID string, jobID int64)
 	// EnqueueEmailTx queues a stored mail whose bytes are kept with it (an
 	// acknowledgement); ErrNoRelay when no relay would send it.

@@ -46,9 +46,13 @@ func (d *Desk) AcceptHeld(ctx context.Context, actor vocab.Actor, ticketID strin
 		if ticket.Status == vocab.StatusClosed {
 			return fmt.Errorf("%w: split the held message into a ticket of its own instead", ErrTicketClosed)
 		}
-		var held store.Message
-		var read store.Batch
+		var (
+			held  store.Message
+			jobID int64 // the ticket's new triage
+			read  store.Batch
+		)
 		read.GetHeld(ticketID, messageID, &held)
+		read.NextJobID(&jobID)
 		if err := st.Send(ctx, &read); err != nil {
 			return err
 		}
@@ -74,8 +78,8 @@ func (d *Desk) AcceptHeld(ctx context.Context, actor vocab.Actor, ticketID strin
 			setStatus(tx, ticket, actor, vocab.StatusOpen)
 		}
 		d.retimeTx(tx, ticketID)
-		_, err = d.retriageTx(ctx, tx, ticketID)
-		return err
+		d.retriageTx(tx, ticketID, jobID)
+		return nil
 	})
 	return msg, err
 }
@@ -117,14 +121,13 @@ func (d *Desk) SplitHeld(ctx context.Context, actor vocab.Actor, ticketID string
 			now     time.Time
 			numbers store.Batch
 		)
+		var jobID int64
 		numbers.NextTicketID(&newID, &now)
+		numbers.NextJobID(&jobID)
 		if err := st.Send(ctx, &numbers); err != nil {
 			return err
 		}
-		jobID, err := d.jobs.EnqueueTriageTx(ctx, tx, newID)
-		if err != nil {
-			return err
-		}
+		d.jobs.QueueTriageAtCommit(tx, newID, jobID)
 		ticket = &store.Ticket{}
 		var (
 			rows  store.Batch

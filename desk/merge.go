@@ -75,6 +75,8 @@ func (d *Desk) MergeTicketTx(ctx context.Context, tx *store.Tx, actor vocab.Acto
 	reads.LockTicket(second, secondT)
 	reads.CustomerOfTicket(p.TicketID, &fromCust)
 	reads.CustomerOfTicket(p.Into, &inCust)
+	var jobID int64 // the target's new triage
+	reads.NextJobID(&jobID)
 	if err := tx.Store().Send(ctx, &reads); err != nil {
 		return nil, err
 	}
@@ -102,11 +104,9 @@ func (d *Desk) MergeTicketTx(ctx context.Context, tx *store.Tx, actor vocab.Acto
 	for _, id := range []string{from.ID, into.ID} {
 		d.retimeTx(tx, id)
 	}
-	out := &Merged{TicketID: into.ID, Merged: from.ID}
+	d.retriageTx(tx, into.ID, jobID)
+	out := &Merged{TicketID: into.ID, Merged: from.ID, TriageJobID: jobID}
 	var err error
-	if out.TriageJobID, err = d.retriageTx(ctx, tx, into.ID); err != nil {
-		return nil, err
-	}
 	if p.Notify {
 		if out.NoticeID, err = d.mergeNoticeTx(ctx, tx, &from, &into, &fromCust, &inCust); err != nil {
 			return nil, err

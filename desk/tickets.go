@@ -239,6 +239,11 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 	if id == "" {
 		id = mail.NewMessageID(d.config.MailDomain)
 	}
+	// The ticket's new triage job is numbered with the message, in its trip.
+	var jobID int64
+	if !p.Automatic {
+		tx.Later(func(b *store.Batch) { b.NextJobID(&jobID) })
+	}
 	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{
 		TicketID: p.TicketID, Direction: vocab.DirectionInbound, Author: p.Author, Body: p.Body,
 		EmailMessageID: &id, Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmailGzip: p.RawEmailGzip,
@@ -259,9 +264,8 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 		setStatus(tx, ticket, p.Author, vocab.StatusOpen)
 	}
 	d.retimeTx(tx, p.TicketID)
-	if out.JobID, err = d.retriageTx(ctx, tx, p.TicketID); err != nil {
-		return nil, err
-	}
+	d.retriageTx(tx, p.TicketID, jobID)
+	out.JobID = jobID
 	return out, nil
 }
 
@@ -274,14 +278,12 @@ func (d *Desk) AddCustomerMessage(ctx context.Context, p *CustomerMessageParams)
 	return out, err
 }
 
-// retriageTx enqueues a triage job for the ticket and records it as the ticket's.
-func (d *Desk) retriageTx(ctx context.Context, tx *store.Tx, ticketID string) (int64, error) {
-	jobID, err := d.jobs.EnqueueTriageTx(ctx, tx, ticketID)
-	if err != nil {
-		return 0, err
-	}
+// retriageTx queues a new triage job for the ticket, numbered jobID in an
+// earlier trip (store.Batch.NextJobID), and records it as the ticket's;
+// the job is inserted with the commit.
+func (d *Desk) retriageTx(tx *store.Tx, ticketID string, jobID int64) {
+	d.jobs.QueueTriageAtCommit(tx, ticketID, jobID)
 	tx.Later(func(b *store.Batch) { b.SetTicketTriageJob(ticketID, jobID) })
-	return jobID, nil
 }
 
 // Change is what a person changes of a ticket; nil fields stay as they are.

@@ -59,10 +59,6 @@ func (q *fakeQueue) addJob(j queued) (int64, error) {
 	return q.next, nil
 }
 
-func (q *fakeQueue) EnqueueTriageTx(_ context.Context, _ *store.Tx, ticketID string) (int64, error) {
-	return q.add("triage", ticketID, 0)
-}
-
 // QueueTriageAtCommit remembers the job with the id taken for it.
 func (q *fakeQueue) QueueTriageAtCommit(_ *store.Tx, ticketID string, jobID int64) {
 	q.mu.Lock()

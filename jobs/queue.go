@@ -166,12 +166,6 @@ func NewQueue(pool *pgxpool.Pool, config Config) (*Queue, error) {
 	return &Queue{Client: client, pool: pool, config: config}, nil
 }
 
-// EnqueueTriageTx inserts a triage job for the ticket in the caller's
-// transaction.
-func (q *Queue) EnqueueTriageTx(ctx context.Context, tx *store.Tx, ticketID string) (int64, error) {
-	return q.insert(ctx, tx, TriageArgs{TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts, Queue: QueueTriage})
-}
-
 // QueueTriageAtCommit has tx insert the triage job of the ticket, with the
 // id taken for it (store.Batch.NextJobID), as its last statement, with
 // the commit behind it in the same trip (store.Tx.CommitWith): the ticket

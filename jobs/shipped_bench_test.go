@@ -49,7 +49,18 @@ func queueMoreTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, cust
 	b.Helper()
 	err := store.Run(bundle.Ctx, bundle.Pool, func(tx *store.Tx) error {
 		for i := range n {
-			ticket, err := store.New(tx).InsertTicket(bundle.Ctx, &store.InsertTicketParams{CustomerID: customerID, Subject: fmt.Sprintf("Charge %d", i)})
+			// The ticket names its job, as a ticket opened by the desk does: the
+			// draft is written only for the ticket's own job, and its agents told.
+			var (
+				jobID   int64
+				numbers store.Batch
+			)
+			numbers.NextJobID(&jobID)
+			if err := store.New(tx).Send(bundle.Ctx, &numbers); err != nil {
+				return err
+			}
+			ticket, err := store.New(tx).InsertTicket(bundle.Ctx, &store.InsertTicketParams{CustomerID: customerID,
+				Subject: fmt.Sprintf("Charge %d", i), TriageJobID: &jobID})
 			if err != nil {
 				return err
 			}
@@ -59,15 +70,7 @@ func queueMoreTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, cust
 			}); err != nil {
 				return err
 			}
-			// The ticket names its job, as a ticket opened by the desk does: the
-			// draft is written only for the ticket's own job, and its agents told.
-			jobID, err := q.EnqueueTriageTx(bundle.Ctx, tx, ticket.ID)
-			if err != nil {
-				return err
-			}
-			if err := store.New(tx).SetTicketTriageJob(bundle.Ctx, ticket.ID, jobID); err != nil {
-				return err
-			}
+			q.QueueTriageAtCommit(tx, ticket.ID, jobID)
 		}
 		return nil
 	})
