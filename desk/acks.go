@@ -97,15 +97,16 @@ func (d *Desk) acknowledgeTx(ctx context.Context, tx *store.Tx, t *store.Ticket,
 		claim     store.Batch
 		claimed   bool
 		messageID int64
+		jobID     int64
 	)
 	claim.ClaimAcknowledgement(c.Email, t.ID, store.AckLimits{PerAddress: d.config.Ack.MaxPerDay, Window: AckWindow,
 		PerHour: d.config.Ack.MaxPerHour}, &claimed)
 	claim.NextMessageID(&messageID)
+	claim.NextJobID(&jobID)
 	if err := tx.Store().Send(ctx, &claim); err != nil || !claimed {
 		return err
 	}
-	jobID, err := d.jobs.EnqueueEmailTx(ctx, tx, messageID, t.ID)
-	if errors.Is(err, ErrNoRelay) {
+	if err := d.jobs.QueueEmailAtCommit(tx, messageID, t.ID, jobID); errors.Is(err, ErrNoRelay) {
 		return nil
 	} else if err != nil {
 		return err

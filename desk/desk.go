@@ -35,14 +35,16 @@ type Enqueuer interface {
 	// commit: the ticket names the job before it exists, and the insert
 	// costs no trip of its own.
 	QueueTriageAtCommit(tx *store.Tx, ticketID string, jobID int64)
-	// EnqueueEmailTx queues a stored mail whose bytes are kept with it (an
-	// acknowledgement); ErrNoRelay when no relay would send it.
-	EnqueueEmailTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error)
-	// EnqueueReplyTx queues an agent's reply, rendered at its first
-	// attempt (Attempt.TicketID); ErrNoRelay too.
-	EnqueueReplyTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error)
-	// EnqueueNotifyTx queues a stored mail to an agent; ErrNoRelay too.
-	EnqueueNotifyTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error)
+	// QueueEmailAtCommit queues a stored mail whose bytes are kept with it
+	// (an acknowledgement), numbered jobID, with tx's commit; ErrNoRelay
+	// when no relay would send it.
+	QueueEmailAtCommit(tx *store.Tx, messageID int64, ticketID string, jobID int64) error
+	// QueueReplyAtCommit queues an agent's reply, rendered at its first
+	// attempt (Attempt.TicketID), as QueueEmailAtCommit; ErrNoRelay too.
+	QueueReplyAtCommit(tx *store.Tx, messageID int64, ticketID string, jobID int64) error
+	// QueueNotifyAtCommit queues a stored mail to an agent, as
+	// QueueEmailAtCommit; ErrNoRelay too.
+	QueueNotifyAtCommit(tx *store.Tx, messageID int64, ticketID string, jobID int64) error
 	// CancelTx cancels a job that has not started: ErrJobBusy for one
 	// that runs, ErrJobFinished for one that is over, store.ErrNotFound
 	// for none. It holds the job until tx ends, so no worker takes it.

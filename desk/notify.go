@@ -53,17 +53,18 @@ func (d *Desk) mailAgentTx(ctx context.Context, tx *store.Tx, t *store.Ticket, a
 	var (
 		refs      []string
 		messageID int64
+		jobID     int64
 		now       time.Time
 		reads     store.Batch
 	)
 	reads.NotificationIDs(t.ID, &refs)
 	reads.NextMessageID(&messageID)
+	reads.NextJobID(&jobID)
 	reads.Now(&now)
 	if err := tx.Store().Send(ctx, &reads); err != nil {
 		return err
 	}
-	jobID, err := d.jobs.EnqueueNotifyTx(ctx, tx, messageID, t.ID)
-	if errors.Is(err, ErrNoRelay) {
+	if err := d.jobs.QueueNotifyAtCommit(tx, messageID, t.ID, jobID); errors.Is(err, ErrNoRelay) {
 		return nil
 	} else if err != nil {
 		return err

@@ -37,20 +37,23 @@ type ReplyParams struct {
 // CreateReplyTx writes, in the caller's transaction, the outbound message
 // with its Message-ID minted now (and never again), its delivery with one
 // row per recipient, its email job, and the ticket's new status. The
-// ticket, its customer and the message's number are read in one trip; the
-// rows wait for the transaction's next (its commit, at the latest), so the
-// message returned holds its number and Message-ID at once.
+// ticket, its customer and the numbers of the message and its job are
+// read in one trip; the rows wait for the transaction's next (its commit,
+// at the latest), and the job is inserted with the commit, so the message
+// returned holds its number and Message-ID at once.
 func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) (*store.Message, int64, error) {
 	var (
 		ticket    store.Ticket
 		customer  store.Customer
 		messageID int64
+		jobID     int64
 		newest    int64
 		reads     store.Batch
 	)
 	reads.LockTicket(p.TicketID, &ticket)
 	reads.CustomerOfTicket(p.TicketID, &customer)
 	reads.NextMessageID(&messageID)
+	reads.NextJobID(&jobID)
 	if p.SeenMessage > 0 {
 		reads.NewestMessage(p.TicketID, &newest)
 	}
@@ -85,8 +88,7 @@ func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) 
 			body = *ticket.DraftReply
 		}
 	}
-	jobID, err := d.jobs.EnqueueReplyTx(ctx, tx, messageID, ticket.ID)
-	if err != nil {
+	if err := d.jobs.QueueReplyAtCommit(tx, messageID, ticket.ID, jobID); err != nil {
 		return nil, 0, err
 	}
 	id := mail.NewMessageID(d.config.MailDomain)

@@ -43,39 +43,38 @@ type fakeQueue struct {
 // fakeIDs is where the fake queue's own job ids begin.
 const fakeIDs = 1 << 40
 
-func (q *fakeQueue) add(kind, ticketID string, messageID int64) (int64, error) {
-	return q.addJob(queued{Kind: kind, TicketID: ticketID, MessageID: messageID})
-}
-
 func (q *fakeQueue) addJob(j queued) (int64, error) {
 	if j.Kind != "triage" && !q.mail {
 		return 0, desk.ErrNoRelay
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.next = max(q.next+1, fakeIDs)
-	j.ID = q.next
+	if j.ID == 0 { // not numbered by the schema's sequence
+		q.next = max(q.next+1, fakeIDs)
+		j.ID = q.next
+	}
 	q.jobs = append(q.jobs, j)
-	return q.next, nil
+	return j.ID, nil
 }
 
 // QueueTriageAtCommit remembers the job with the id taken for it.
 func (q *fakeQueue) QueueTriageAtCommit(_ *store.Tx, ticketID string, jobID int64) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.jobs = append(q.jobs, queued{Kind: "triage", TicketID: ticketID, ID: jobID})
+	_, _ = q.addJob(queued{Kind: "triage", TicketID: ticketID, ID: jobID})
 }
 
-func (q *fakeQueue) EnqueueEmailTx(_ context.Context, _ *store.Tx, messageID int64, ticketID string) (int64, error) {
-	return q.add("email", ticketID, messageID)
+func (q *fakeQueue) QueueEmailAtCommit(_ *store.Tx, messageID int64, ticketID string, jobID int64) error {
+	_, err := q.addJob(queued{Kind: "email", TicketID: ticketID, MessageID: messageID, ID: jobID})
+	return err
 }
 
-func (q *fakeQueue) EnqueueReplyTx(_ context.Context, _ *store.Tx, messageID int64, ticketID string) (int64, error) {
-	return q.addJob(queued{Kind: "email", TicketID: ticketID, MessageID: messageID, Render: true})
+func (q *fakeQueue) QueueReplyAtCommit(_ *store.Tx, messageID int64, ticketID string, jobID int64) error {
+	_, err := q.addJob(queued{Kind: "email", TicketID: ticketID, MessageID: messageID, Render: true, ID: jobID})
+	return err
 }
 
-func (q *fakeQueue) EnqueueNotifyTx(_ context.Context, _ *store.Tx, messageID int64, ticketID string) (int64, error) {
-	return q.add("notify", ticketID, messageID)
+func (q *fakeQueue) QueueNotifyAtCommit(_ *store.Tx, messageID int64, ticketID string, jobID int64) error {
+	_, err := q.addJob(queued{Kind: "notify", TicketID: ticketID, MessageID: messageID, ID: jobID})
+	return err
 }
 
 func (q *fakeQueue) EnqueueSLATx(_ context.Context, _ *store.Tx, ticketID string, at time.Time) (int64, error) {

@@ -159,7 +159,7 @@ func NewQueue(pool *pgxpool.Pool, config Config) (*Queue, error) {
 	config.setDefaults()
 	// River inserts and administers jobs without queues or workers.
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: config.Logger, MaxAttempts: config.TriageMaxAttempts,
-		Middleware: []rivertype.Middleware{river.JobInsertMiddlewareFunc(insertWithTakenID)}})
+		Middleware: []rivertype.Middleware{river.JobInsertMiddlewareFunc(insertWithTakenIDs)}})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
@@ -167,39 +167,91 @@ func NewQueue(pool *pgxpool.Pool, config Config) (*Queue, error) {
 }
 
 // QueueTriageAtCommit has tx insert the triage job of the ticket, with the
-// id taken for it (store.Batch.NextJobID), as its last statement, with
-// the commit behind it in the same trip (store.Tx.CommitWith): the ticket
-// names its job before the job exists, and River's insert costs no trip
-// of its own.
+// id taken for it (store.Batch.NextJobID), with its commit.
 func (q *Queue) QueueTriageAtCommit(tx *store.Tx, ticketID string, jobID int64) {
-	tx.CommitWith(isRiverInsert, func(ctx context.Context, pgxTx pgx.Tx) error {
-		ctx = context.WithValue(ctx, takenIDKey{}, jobID)
-		_, err := q.Client.InsertTx(ctx, pgxTx, TriageArgs{TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts, Queue: QueueTriage})
-		if err != nil && store.Committed(pgxTx) {
-			// What River does after its insert, once the job is committed,
-			// is to wake the queue's workers, who look for jobs on their own
-			// too: the ticket and its job are there.
-			q.config.Logger.WarnContext(ctx, "triage job inserted; River's notification of it failed",
-				slog.Int64("job_id", jobID), slog.String("ticket_id", ticketID), slog.String("error", err.Error()))
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("enqueue triage: %w", err)
-		}
-		return nil
-	})
+	q.atCommit(tx, jobID, TriageArgs{TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts, Queue: QueueTriage})
 }
 
-// takenIDKey carries the id taken for a job to insertWithTakenID.
-type takenIDKey struct{}
+// QueueEmailAtCommit has tx insert, with its commit, the job that delivers
+// a stored mail whose bytes are kept with it. When no mail goes out nothing
+// would send it: desk.ErrNoRelay, and nothing is queued.
+func (q *Queue) QueueEmailAtCommit(tx *store.Tx, messageID int64, ticketID string, jobID int64) error {
+	return q.mailAtCommit(tx, jobID, EmailArgs{MessageID: messageID, TicketID: ticketID})
+}
 
-// insertWithTakenID gives the one job being inserted the id taken for it
-// (QueueTriageAtCommit), which River's insert writes in place of one of
-// its own.
-func insertWithTakenID(ctx context.Context, params []*rivertype.JobInsertParams,
+// QueueReplyAtCommit has tx insert, with its commit, the job that renders
+// and delivers an agent's reply; desk.ErrNoRelay as QueueEmailAtCommit.
+func (q *Queue) QueueReplyAtCommit(tx *store.Tx, messageID int64, ticketID string, jobID int64) error {
+	return q.mailAtCommit(tx, jobID, EmailArgs{MessageID: messageID, TicketID: ticketID, Render: true})
+}
+
+// QueueNotifyAtCommit has tx insert, with its commit, the job that
+// delivers a stored mail to an agent; desk.ErrNoRelay as QueueEmailAtCommit.
+func (q *Queue) QueueNotifyAtCommit(tx *store.Tx, messageID int64, ticketID string, jobID int64) error {
+	return q.mailAtCommit(tx, jobID, NotifyArgs{MessageID: messageID, TicketID: ticketID})
+}
+
+func (q *Queue) mailAtCommit(tx *store.Tx, jobID int64, args river.JobArgs) error {
+	if !q.config.Mail {
+		return desk.ErrNoRelay
+	}
+	q.atCommit(tx, jobID, args, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
+	return nil
+}
+
+// atCommitJobs are the jobs a transaction inserts with its commit, each
+// with the id taken for it.
+type atCommitJobs struct {
+	params []river.InsertManyParams
+	ids    []int64
+}
+
+// atCommitKey names a transaction's atCommitJobs of one queue.
+type atCommitKey struct{ q *Queue }
+
+// atCommit adds a job to those tx inserts with its commit: all of them in
+// one statement of River's (InsertManyTx), the transaction's last, with
+// COMMIT behind it in the same trip (store.Tx.CommitWith). Rows name each
+// job by the id taken for it before it exists, and the inserts cost no
+// trip of their own.
+func (q *Queue) atCommit(tx *store.Tx, jobID int64, args river.JobArgs, opts *river.InsertOpts) {
+	jobs := tx.Value(atCommitKey{q}, func() any {
+		jobs := &atCommitJobs{}
+		tx.CommitWith(isRiverInsert, func(ctx context.Context, pgxTx pgx.Tx) error { return q.insertAtCommit(ctx, pgxTx, jobs) })
+		return jobs
+	}).(*atCommitJobs)
+	jobs.params = append(jobs.params, river.InsertManyParams{Args: args, InsertOpts: opts})
+	jobs.ids = append(jobs.ids, jobID)
+}
+
+func (q *Queue) insertAtCommit(ctx context.Context, pgxTx pgx.Tx, jobs *atCommitJobs) error {
+	_, err := q.Client.InsertManyTx(context.WithValue(ctx, takenIDsKey{}, jobs.ids), pgxTx, jobs.params)
+	if err != nil && store.Committed(pgxTx) {
+		// What River does after its insert, once the jobs are committed, is
+		// to wake the queues' workers, who look for jobs on their own too:
+		// the jobs are there.
+		q.config.Logger.WarnContext(ctx, "jobs inserted; River's notification of them failed",
+			slog.Any("job_ids", jobs.ids), slog.String("error", err.Error()))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("enqueue %d jobs: %w", len(jobs.ids), err)
+	}
+	return nil
+}
+
+// takenIDsKey carries the ids taken for the jobs of an insert to
+// insertWithTakenIDs.
+type takenIDsKey struct{}
+
+// insertWithTakenIDs gives each job being inserted the id taken for it
+// (Queue.atCommit), which River's insert writes in place of one of its own.
+func insertWithTakenIDs(ctx context.Context, params []*rivertype.JobInsertParams,
 	doInner func(context.Context) ([]*rivertype.JobInsertResult, error)) ([]*rivertype.JobInsertResult, error) {
-	if id, ok := ctx.Value(takenIDKey{}).(int64); ok && len(params) == 1 {
-		params[0].ID = &id
+	if ids, ok := ctx.Value(takenIDsKey{}).([]int64); ok && len(ids) == len(params) {
+		for i := range params {
+			params[i].ID = &ids[i]
+		}
 	}
 	return doInner(ctx)
 }
@@ -208,34 +260,6 @@ func insertWithTakenID(ctx context.Context, params []*rivertype.JobInsertParams,
 // in a comment), behind which a transaction may commit.
 func isRiverInsert(sql string) bool {
 	return strings.Contains(sql, "-- name: JobInsertFastMany ")
-}
-
-// EnqueueEmailTx inserts the job that delivers an outbound message, in the
-// caller's transaction. When no mail goes out nothing would send it:
-// desk.ErrNoRelay.
-func (q *Queue) EnqueueEmailTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error) {
-	if !q.config.Mail {
-		return 0, desk.ErrNoRelay
-	}
-	return q.insert(ctx, tx, EmailArgs{MessageID: messageID, TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
-}
-
-// EnqueueReplyTx inserts the job that renders and delivers an agent's
-// reply, in the caller's transaction; desk.ErrNoRelay as EnqueueEmailTx.
-func (q *Queue) EnqueueReplyTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error) {
-	if !q.config.Mail {
-		return 0, desk.ErrNoRelay
-	}
-	return q.insert(ctx, tx, EmailArgs{MessageID: messageID, TicketID: ticketID, Render: true}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
-}
-
-// EnqueueNotifyTx inserts the job that delivers a stored mail to an agent,
-// in the caller's transaction; desk.ErrNoRelay when no mail goes out.
-func (q *Queue) EnqueueNotifyTx(ctx context.Context, tx *store.Tx, messageID int64, ticketID string) (int64, error) {
-	if !q.config.Mail {
-		return 0, desk.ErrNoRelay
-	}
-	return q.insert(ctx, tx, NotifyArgs{MessageID: messageID, TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.EmailMaxAttempts, Queue: QueueEmail})
 }
 
 // EnqueueSLATx queues a look at a ticket's clocks, now or at at; a look

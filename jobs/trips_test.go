@@ -45,10 +45,24 @@ func TestRoundTripsWithRiver(t *testing.T) {
 			_, err := cases.AddCustomerMessage(ctx, &desk.CustomerMessageParams{TicketID: ticketID, Author: vocab.Customer("C-0001"), Body: "B"})
 			return err
 		}},
-		{"AReply", 4 + 1, nil, func(ctx context.Context) error {
+		// BEGIN with the reads and the numbers of the message and its job;
+		// the rows with River's insert (a row's answer is checked, so the
+		// commit keeps its own trip); COMMIT.
+		{"AReply", 3 + 1, []string{"INSERT INTO outbound_emails", "JobInsertFastMany"}, func(ctx context.Context) error {
 			return store.Run(ctx, b.Pool, func(tx *store.Tx) error {
 				_, _, err := cases.CreateReplyTx(ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: vocab.Agent("alice"), Body: "B"})
 				return err
+			})
+		}},
+		// The jobs a transaction inserts with its commit are one statement.
+		{"TwoTicketsInOneTransaction", 3 + 1, []string{"JobInsertFastMany", "commit"}, func(ctx context.Context) error {
+			return store.Run(ctx, b.Pool, func(tx *store.Tx) error {
+				for range 2 {
+					if _, _, err := cases.OpenTicketTx(ctx, tx, &desk.OpenTicketParams{CustomerID: "C-0001", Subject: "S", Body: "B"}); err != nil {
+						return err
+					}
+				}
+				return nil
 			})
 		}},
 	} {
@@ -61,6 +75,10 @@ func TestRoundTripsWithRiver(t *testing.T) {
 		}
 		if tc.together != nil && !trips.Together(tc.together...) {
 			t.Errorf("%s: no trip holds %q together:\n%s", tc.name, tc.together, trips)
+		}
+		// Each use case inserts its jobs in one of River's statements.
+		if n := trips.N() - trips.NWithout("JobInsertFastMany"); n != 1 {
+			t.Errorf("%s: River's insert in %d trips, want 1:\n%s", tc.name, n, trips)
 		}
 		t.Logf("%s: %d round trips:\n%s", tc.name, trips.N(), trips)
 	}

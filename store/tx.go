@@ -34,6 +34,23 @@ type Tx struct {
 	// last is the work that makes the transaction's last query, with the
 	// commit behind it (CommitWith).
 	last []lastQuery
+	// values are what code working in the transaction keeps in it (Value).
+	values map[any]any
+}
+
+// Value returns what the transaction keeps under key, made by make the
+// first time it is asked for: state that the code working in a unit of
+// work gathers for its commit (the jobs it inserts then).
+func (t *Tx) Value(key any, make func() any) any {
+	if v, ok := t.values[key]; ok {
+		return v
+	}
+	if t.values == nil {
+		t.values = map[any]any{}
+	}
+	v := make()
+	t.values[key] = v
+	return v
 }
 
 // lastQuery is what CommitWith was given.
