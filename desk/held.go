@@ -119,9 +119,9 @@ func (d *Desk) SplitHeld(ctx context.Context, actor vocab.Actor, ticketID string
 		var (
 			newID   string
 			now     time.Time
+			jobID   int64 // the new ticket's triage
 			numbers store.Batch
 		)
-		var jobID int64
 		numbers.NextTicketID(&newID, &now)
 		numbers.NextJobID(&jobID)
 		if err := st.Send(ctx, &numbers); err != nil {

@@ -36,7 +36,7 @@ type queued struct {
 type fakeQueue struct {
 	mail bool
 	mu   sync.Mutex
-	next int64 // its own ids count from fakeIDs, above those the schema's sequence gives QueueTriageAtCommit
+	next int64 // its own ids (SLA looks') count from fakeIDs, above those the schema's sequence gives the Queue…AtCommit jobs
 	jobs []queued
 }
 

@@ -362,7 +362,10 @@ func (t *Tx) BeforeCommit(key string, fn func(ctx context.Context) error) {
 // where commitWithLast's rule allows (no answer waiting to be checked, no
 // large value), and only behind a query carries knows: otherwise fn runs
 // first and the commit takes its own trip, as it would have. Work given by
-// earlier calls runs before, each query in its next trip.
+// earlier calls runs before, each query in its next trip. Commit returns
+// fn's error even once the commit went (the transaction is then over, and
+// Rollback does nothing): fn decides, by Committed, whether what failed
+// after it is worth the caller's error.
 func (t *Tx) CommitWith(carries func(sql string) bool, fn func(ctx context.Context, tx pgx.Tx) error) {
 	t.last = append(t.last, lastQuery{carries: carries, fn: fn})
 }

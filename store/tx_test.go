@@ -255,6 +255,20 @@ func TestTx(t *testing.T) {
 			return nil
 		}
 	}
+	// commitCarried runs a unit of work, begun, whose tickets waiting go
+	// with work's carried insert and the commit.
+	commitCarried := func(ctx context.Context, work func(ctx context.Context, tx pgx.Tx) error, waiting ...*store.InsertTicketParams) error {
+		return store.Run(ctx, pool, func(tx *store.Tx) error {
+			if err := tx.Flush(ctx); err != nil {
+				return err
+			}
+			for _, p := range waiting {
+				tx.Later(func(b *store.Batch) { b.InsertTicket(p, nil) })
+			}
+			tx.CommitWith(carried, work)
+			return nil
+		})
+	}
 	subjects := func(t *testing.T, subjects ...string) (n int) {
 		t.Helper()
 		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM tickets WHERE subject = ANY($1)`, subjects).Scan(&n); err != nil {
@@ -320,20 +334,8 @@ func TestTx(t *testing.T) {
 	})
 
 	t.Run("AFailureBeforeTheCarriedQueryKeepsNothing", func(t *testing.T) {
-		ctx := context.Background()
-		err := store.Run(ctx, pool, func(tx *store.Tx) error {
-			if err := tx.Flush(ctx); err != nil {
-				return err
-			}
-			tx.Later(func(b *store.Batch) {
-				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Waited 3"}, nil)
-			})
-			tx.Later(func(b *store.Batch) {
-				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-9999", Subject: "Nobody's"}, nil)
-			})
-			tx.CommitWith(carried, insertCarried("Carried 3"))
-			return nil
-		})
+		err := commitCarried(context.Background(), insertCarried("Carried 3"),
+			&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Waited 3"}, &store.InsertTicketParams{CustomerID: "C-9999", Subject: "Nobody's"})
 		if !errors.Is(err, store.ErrUnknownCustomer) || subjects(t, "Waited 3", "Carried 3") != 0 {
 			t.Errorf("err %v, %d kept: want ErrUnknownCustomer and nothing kept", err, subjects(t, "Waited 3", "Carried 3"))
 		}
@@ -343,17 +345,8 @@ func TestTx(t *testing.T) {
 	})
 
 	t.Run("AFailedCarriedQueryKeepsNothing", func(t *testing.T) {
-		ctx := context.Background()
-		err := store.Run(ctx, pool, func(tx *store.Tx) error {
-			if err := tx.Flush(ctx); err != nil {
-				return err
-			}
-			tx.Later(func(b *store.Batch) {
-				b.InsertTicket(&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Waited 4"}, nil)
-			})
-			tx.CommitWith(carried, insertCarried("Carried 4', 'no such column")) // three values for two columns
-			return nil
-		})
+		err := commitCarried(context.Background(), insertCarried("Carried 4', 'no such column"), // three values for two columns
+			&store.InsertTicketParams{CustomerID: "C-0001", Subject: "Waited 4"})
 		if err == nil || subjects(t, "Waited 4") != 0 {
 			t.Errorf("err %v, %d kept: want the insert's error and nothing kept", err, subjects(t, "Waited 4"))
 		}
@@ -390,13 +383,7 @@ func TestTx(t *testing.T) {
 
 	t.Run("AQueryNotCarriedLeavesTheCommitItsOwnTrip", func(t *testing.T) {
 		ctx, trips := storetest.CountTrips(context.Background())
-		err := store.Run(ctx, pool, func(tx *store.Tx) error {
-			if err := tx.Flush(ctx); err != nil {
-				return err
-			}
-			tx.CommitWith(carried, insertCarried("Not carried 6"))
-			return nil
-		})
+		err := commitCarried(ctx, insertCarried("Not carried 6"))
 		if err != nil || subjects(t, "Not carried 6") != 1 || trips.N() != 3 || trips.Together("INSERT INTO tickets (customer_id", "commit") {
 			t.Errorf("err %v, %d kept, %d trips: want it kept in 3 (BEGIN, the insert, COMMIT):\n%s", err, subjects(t, "Not carried 6"), trips.N(), trips)
 		}
