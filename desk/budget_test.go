@@ -40,17 +40,30 @@ func TestRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"ACustomersNextMessage", 4, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
-			if _, err := w.desk.AddCustomerMessage(ctx, &desk.CustomerMessageParams{TicketID: ticket.ID, Author: vocab.Customer(ada.ID), Body: "B"}); err != nil {
-				t.Fatal(err)
+		// The ticket locked with BEGIN; the message and the job's number; its
+		// writes, one update of the ticket among them, with the commit. (The
+		// first, as every one after the desk's answer on SLA policies is 5 s
+		// old, asks again, and that answer keeps the commit in a trip of its own.)
+		{"ACustomersNextMessage", 3, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
+			for range 2 {
+				trips.Reset()
+				if _, err := w.desk.AddCustomerMessage(ctx, &desk.CustomerMessageParams{TicketID: ticket.ID, Author: vocab.Customer(ada.ID), Body: "B"}); err != nil {
+					t.Fatal(err)
+				}
 			}
+			oneUpdateOfTheTicket(t, trips)
 		}},
-		{"AReply", 3, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
-			if err := store.Run(ctx, w.pool, func(tx *store.Tx) error {
-				_, _, err := w.desk.CreateReplyTx(ctx, tx, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "B"})
-				return err
-			}); err != nil {
-				t.Fatal(err)
+		// BEGIN with the ticket locked and the numbers; the rows with the commit.
+		{"AReply", 2, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
+			for _, status := range []vocab.Status{vocab.StatusPending, vocab.StatusSolved} { // the second changes the status too
+				trips.Reset()
+				if err := store.Run(ctx, w.pool, func(tx *store.Tx) error {
+					_, _, err := w.desk.CreateReplyTx(ctx, tx, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "B",
+						Status: status})
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}},
 		{"TheTriageInput", 1, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, _ *storetest.Trips) {
@@ -121,15 +134,7 @@ func TestRoundTrips(t *testing.T) {
 			}
 			// A ticket's write that changes an indexed column writes an entry in
 			// each of its indexes: the classification and the assignee share one.
-			var writes []string
-			for _, s := range trips.Statements() {
-				if strings.Contains(s.SQL, "UPDATE tickets") {
-					writes = append(writes, strings.Join(strings.Fields(s.SQL), " "))
-				}
-			}
-			if len(writes) != 1 {
-				t.Errorf("%d statements write the ticket, want one:\n%s", len(writes), strings.Join(writes, "\n"))
-			}
+			oneUpdateOfTheTicket(t, trips)
 		}},
 		// The mail with what renders it, the bytes kept with the attempt marked, the outcome.
 		{"TheFirstDeliveryOfAReply", 3, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
@@ -162,18 +167,33 @@ func TestRoundTrips(t *testing.T) {
 	}
 }
 
+// oneUpdateOfTheTicket fails when the trips counted wrote the ticket's row
+// in more than one statement: each writes a new version of the row.
+func oneUpdateOfTheTicket(t *testing.T, trips *storetest.Trips) {
+	t.Helper()
+	if writes := statementsOn(trips, "UPDATE tickets"); len(writes) != 1 {
+		t.Errorf("%d statements write the ticket, want one:\n%s", len(writes), strings.Join(writes, "\n"))
+	}
+}
+
 // keptInOneInsert fails when a mail the desk rendered as it wrote it
 // (an acknowledgement, a notification) took more than its one insert into
 // outbound_emails: its bytes written by a second statement.
 func keptInOneInsert(t *testing.T, trips *storetest.Trips) {
 	t.Helper()
-	var touching []string
-	for _, s := range trips.Statements() {
-		if strings.Contains(s.SQL, "outbound_emails") {
-			touching = append(touching, strings.Join(strings.Fields(s.SQL), " "))
-		}
-	}
+	touching := statementsOn(trips, "outbound_emails")
 	if len(touching) != 1 || !strings.HasPrefix(touching[0], "INSERT INTO outbound_emails") {
 		t.Errorf("%d statements on outbound_emails, want its one insert:\n%s", len(touching), strings.Join(touching, "\n"))
 	}
+}
+
+// statementsOn lists the statements counted that contain sql, each on one line.
+func statementsOn(trips *storetest.Trips, sql string) []string {
+	var out []string
+	for _, s := range trips.Statements() {
+		if strings.Contains(s.SQL, sql) {
+			out = append(out, strings.Join(strings.Fields(s.SQL), " "))
+		}
+	}
+	return out
 }

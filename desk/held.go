@@ -73,12 +73,11 @@ func (d *Desk) AcceptHeld(ctx context.Context, actor vocab.Actor, ticketID strin
 		}
 		event(tx, ticketID, actor, "held_accepted", "", fmt.Sprintf("message %d as %s", messageID, author))
 		emit(tx, EventMessageReceived, messageEvent(msg))
-		tx.Later(func(b *store.Batch) { b.CustomerWrote(ticketID) })
+		d.customerWroteTx(tx, ticketID, jobID)
 		if ticket.Status == vocab.StatusPending || ticket.Status == vocab.StatusSolved {
 			setStatus(tx, ticket, actor, vocab.StatusOpen)
 		}
 		d.retimeTx(tx, ticketID)
-		d.retriageTx(tx, ticketID, jobID)
 		return nil
 	})
 	return msg, err

@@ -259,12 +259,11 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 	if p.Automatic {
 		return out, nil
 	}
-	tx.Later(func(b *store.Batch) { b.CustomerWrote(p.TicketID) })
+	d.customerWroteTx(tx, p.TicketID, jobID)
 	if ticket.Status == vocab.StatusPending || ticket.Status == vocab.StatusSolved {
 		setStatus(tx, ticket, p.Author, vocab.StatusOpen)
 	}
 	d.retimeTx(tx, p.TicketID)
-	d.retriageTx(tx, p.TicketID, jobID)
 	out.JobID = jobID
 	return out, nil
 }
@@ -284,6 +283,14 @@ func (d *Desk) AddCustomerMessage(ctx context.Context, p *CustomerMessageParams)
 func (d *Desk) retriageTx(tx *store.Tx, ticketID string, jobID int64) {
 	d.jobs.QueueTriageAtCommit(tx, ticketID, jobID)
 	tx.Later(func(b *store.Batch) { b.SetTicketTriageJob(ticketID, jobID) })
+}
+
+// customerWroteTx is retriageTx for a message of the customer's on a
+// ticket the transaction holds locked: the time the customer wrote and the
+// new job are one update of the ticket's row.
+func (d *Desk) customerWroteTx(tx *store.Tx, ticketID string, jobID int64) {
+	d.jobs.QueueTriageAtCommit(tx, ticketID, jobID)
+	tx.Later(func(b *store.Batch) { b.CustomerWrote(ticketID, jobID) })
 }
 
 // Change is what a person changes of a ticket; nil fields stay as they are.

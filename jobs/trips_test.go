@@ -24,6 +24,12 @@ func TestRoundTripsWithRiver(t *testing.T) {
 	q := b.NewQueue(t)
 	ticketID, _ := b.OpenTicket(t, q, "Parcel", "Hi.")
 	cases := b.Desk(q)
+	// The desk asks whether any SLA policy exists once in 5 s, with the
+	// trip before the commit, which that answer then keeps apart; asked
+	// here, so that each case counts what it costs the rest of the time.
+	if _, err := cases.AddCustomerMessage(b.Ctx, &desk.CustomerMessageParams{TicketID: ticketID, Author: vocab.Customer("C-0001"), Body: "B"}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name     string
 		budget   int
@@ -39,16 +45,15 @@ func TestRoundTripsWithRiver(t *testing.T) {
 			return err
 		}},
 		// The ticket locked; the message, its new triage job numbered
-		// with it; the rows, sent for the clocks' look before the commit;
-		// River's insert with COMMIT.
-		{"ACustomersNextMessage", 4 + 1, []string{"JobInsertFastMany", "commit"}, func(ctx context.Context) error {
+		// with it; the rows, River's insert and COMMIT.
+		{"ACustomersNextMessage", 3 + 1, []string{"JobInsertFastMany", "commit"}, func(ctx context.Context) error {
 			_, err := cases.AddCustomerMessage(ctx, &desk.CustomerMessageParams{TicketID: ticketID, Author: vocab.Customer("C-0001"), Body: "B"})
 			return err
 		}},
 		// BEGIN with the reads and the numbers of the message and its job;
-		// the rows with River's insert (a row's answer is checked, so the
-		// commit keeps its own trip); COMMIT.
-		{"AReply", 3 + 1, []string{"INSERT INTO outbound_emails", "JobInsertFastMany"}, func(ctx context.Context) error {
+		// the rows with River's insert and COMMIT (the ticket is locked, so
+		// its updates check nothing).
+		{"AReply", 2 + 1, []string{"INSERT INTO outbound_emails", "JobInsertFastMany", "commit"}, func(ctx context.Context) error {
 			return store.Run(ctx, b.Pool, func(tx *store.Tx) error {
 				_, _, err := cases.CreateReplyTx(ctx, tx, &desk.ReplyParams{TicketID: ticketID, Author: vocab.Agent("alice"), Body: "B"})
 				return err

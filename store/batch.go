@@ -164,8 +164,9 @@ func queueRows[T any](b *Batch, what string, scan func(pgx.Row) (T, error), got 
 
 // queueRow queues a query of one row, which scan reads; into gets it. An
 // error names the row as what and subject ("get ticket T-500001").
-func queueRow[T any](b *Batch, what string, subject any, scan func(pgx.Row) (*T, error), into *T, sql string, args ...any) {
-	b.b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
+func queueRow[T any](b *Batch, what string, subject any, scan func(pgx.Row) (*T, error), into *T, sql string, args ...any) *pgx.QueuedQuery {
+	q := b.b.Queue(sql, args...)
+	q.QueryRow(func(row pgx.Row) error {
 		v, err := scan(row)
 		if err != nil {
 			return fmt.Errorf("%s %v: %w", what, subject, err)
@@ -173,6 +174,7 @@ func queueRow[T any](b *Batch, what string, subject any, scan func(pgx.Row) (*T,
 		*into = *v
 		return nil
 	})
+	return q
 }
 
 // queueOptionalRow is queueRow for a row that may not be there: into

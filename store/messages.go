@@ -98,7 +98,10 @@ func (b *Batch) InsertMessage(p *InsertMessageParams, into *Message) {
 	if into == nil { // nothing reads the row back (see InsertTicket)
 		b.b.Queue(insertMessageUnreadSQL, args...)
 	} else {
-		queueRow(b, "insert message on", p.TicketID, scanMessage, into, insertMessageSQL, args...)
+		// The row read back checks nothing: an insert that fails stops the
+		// trip, and one that succeeds returns its row. So the commit may go
+		// with it (a reply's).
+		b.readOnly(queueRow(b, "insert message on", p.TicketID, scanMessage, into, insertMessageSQL, args...))
 	}
 	if _, small := p.RawEmailGzip.Small(); p.RawEmailGzip != nil && !small {
 		b.bulk = append(b.bulk, bulk{sql: `INSERT INTO raw_email_chunks (message_id, seq, data) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,

@@ -344,6 +344,12 @@ func (b *Batch) SetTicketEmbedding(id string, embedding []float32, duplicateOf s
 }
 
 // writeTicket queues an update of the ticket that nothing checks.
+//
+// The queued writes of a use case that read the ticket
+// FOR UPDATE earlier in its transaction (LockTicket) need no check that
+// the row is there, since nothing can delete it before the commit; with
+// nothing to check, the commit goes in the trip that writes them
+// (Tx.Commit), a trip fewer for a reply or a customer's message.
 func (b *Batch) writeTicket(id, set string, args ...any) *pgx.QueuedQuery {
 	return b.b.Queue(`UPDATE tickets SET `+set+`, updated_at = now() WHERE id = $1`, append([]any{id}, args...)...)
 }
@@ -376,13 +382,16 @@ func (b *Batch) LockTicket(id string, into *Ticket) {
 
 // SetTicketStatus changes the status; solved_at follows it, for autoclose.
 func (s *Store) SetTicketStatus(ctx context.Context, id string, status vocab.Status) error {
-	return exec(ctx, s, func(b *Batch) { b.SetTicketStatus(id, status) })
+	return exec(ctx, s, func(b *Batch) { b.updateTicket(id, setStatusSQL, status) })
 }
 
-// SetTicketStatus queues SetTicketStatus.
+// SetTicketStatus queues SetTicketStatus of a ticket the transaction
+// holds locked (see writeTicket).
 func (b *Batch) SetTicketStatus(id string, status vocab.Status) {
-	b.updateTicket(id, `status = $2, solved_at = CASE WHEN $2 = 'solved' THEN now() ELSE NULL END`, status)
+	b.writeTicket(id, setStatusSQL, status)
 }
+
+const setStatusSQL = `status = $2, solved_at = CASE WHEN $2 = 'solved' THEN now() ELSE NULL END`
 
 // SetTicketAssignee changes the assignee; "" leaves the ticket unassigned.
 func (s *Store) SetTicketAssignee(ctx context.Context, id, agent string) error {
@@ -414,26 +423,27 @@ func (b *Batch) SetTicketPriority(id string, priority int) {
 	b.updateTicket(id, `priority = $2`, priority)
 }
 
-// CustomerWrote records that the customer wrote on the ticket now.
-func (s *Store) CustomerWrote(ctx context.Context, id string) error {
-	return exec(ctx, s, func(b *Batch) { b.CustomerWrote(id) })
-}
-
-// CustomerWrote queues CustomerWrote.
-func (b *Batch) CustomerWrote(id string) {
-	b.updateTicket(id, `last_customer_message_at = now()`)
+// CustomerWrote queues, for a ticket the transaction holds locked
+// (see writeTicket), that the customer wrote on it now and that triage
+// job triageJobID, numbered already, triages it: one new version of the
+// ticket's row, where the two were written one after the other.
+func (b *Batch) CustomerWrote(id string, triageJobID int64) {
+	b.writeTicket(id, `last_customer_message_at = now(), triage_job_id = $2`, triageJobID)
 }
 
 // AgentResponded records an agent's reply: the first one is the ticket's
 // first response.
 func (s *Store) AgentResponded(ctx context.Context, id string) error {
-	return exec(ctx, s, func(b *Batch) { b.AgentResponded(id) })
+	return exec(ctx, s, func(b *Batch) { b.updateTicket(id, agentRespondedSQL) })
 }
 
-// AgentResponded queues AgentResponded.
+// AgentResponded queues AgentResponded for a ticket the transaction holds
+// locked (see writeTicket).
 func (b *Batch) AgentResponded(id string) {
-	b.updateTicket(id, `first_response_at = coalesce(first_response_at, now())`)
+	b.writeTicket(id, agentRespondedSQL)
 }
+
+const agentRespondedSQL = `first_response_at = coalesce(first_response_at, now())`
 
 // SolvedBefore returns up to limit solved tickets that were solved before
 // the time, oldest first, for autoclose.

@@ -134,7 +134,7 @@ type Statement struct {
 	Args []any
 }
 
-// Statements lists every statement sent so far.
+// Statements lists every statement sent so far (since Reset).
 func (t *Trips) Statements() []Statement {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -189,11 +189,11 @@ func (t *Trips) Together(texts ...string) bool {
 	return false
 }
 
-// Reset forgets the trips so far.
+// Reset forgets the trips and statements so far.
 func (t *Trips) Reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.trips = nil
+	t.trips, t.stmts = nil, nil
 }
 
 // String lists the trips, one a line, each with its statements' first words.
