@@ -60,7 +60,7 @@ func BenchmarkTriageThroughput(b *testing.B) {
 func runNoops(b *testing.B, queue string, workers int, cooldown time.Duration) float64 {
 	bundle := jobstest.Setup(b)
 	client := benchJobs(b, bundle, queue, workers, cooldown, b.N, func(context.Context) error { return nil })
-	return runUntilCompleted(b, bundle.Pool, benchArgs{}.Kind(), "job", b.N, client.Start, client.Stop)
+	return runUntilCompleted(b, bundle.Pool, benchArgs{}.Kind(), "job", b.N, client.Start, client.Stop).rate
 }
 
 // benchJobs makes a River client, not started, whose queue works up to
@@ -92,7 +92,7 @@ func benchJobs(b *testing.B, bundle *jobstest.Bundle, queue string, workers int,
 // runUntilCompleted times from start until n more jobs are completed, each
 // one unit of work ("email": the rate in emails/s), and reports the rate
 // and the CPU each unit cost (storetest.CPU).
-func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n int, start, stop func(context.Context) error) float64 {
+func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n int, start, stop func(context.Context) error) measured {
 	ctx := context.Background()
 	before := completedJobs(b, pool, kind)
 	b.ResetTimer()
@@ -105,15 +105,16 @@ func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n in
 	elapsed := time.Since(begin)
 	used, cpuRead := cpu()
 	b.StopTimer()
-	rate := float64(n) / elapsed.Seconds()
-	b.ReportMetric(rate, unit+"s/s")
+	m := measured{rate: float64(n) / elapsed.Seconds()}
+	b.ReportMetric(m.rate, unit+"s/s")
 	if cpuRead {
 		used.Report(b, n, unit)
+		m.cpu = used.PerUnit(n)
 	}
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_ = stop(stopCtx)
-	return rate
+	return m
 }
 
 // awaitCompleted waits until n jobs of the kind are completed and returns
@@ -215,7 +216,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 
 	// The whole path renders what ships: text and HTML with the quoted
 	// customer message; WithAttachment also carries a 100 KiB file.
-	wholePath := func(b *testing.B, attachment []byte, shipped bool) float64 {
+	wholePath := func(b *testing.B, attachment []byte, shipped bool) measured {
 		bundle := jobstest.Setup(b)
 		srv := bundle.WithSMTP(b)
 		bundle.Config.EmailWorkers, bundle.Config.FetchCooldown = workers, time.Millisecond
@@ -230,7 +231,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		warmUp(b, bundle.Pool, jobs.EmailArgs{}.Kind(), warming.Start, warming.Stop)
 		replies(b, bundle, q, b.N, attachment)
 		w := bundle.NewWorkers(b, q)
-		rate := runUntilCompleted(b, bundle.Pool, jobs.EmailArgs{}.Kind(), "email", b.N, w.Start, w.Stop)
+		m := runUntilCompleted(b, bundle.Pool, jobs.EmailArgs{}.Kind(), "email", b.N, w.Start, w.Stop)
 		if got := len(srv.Deliveries()); got != warmUpJobs+b.N {
 			b.Errorf("%d deliveries, want %d", got, warmUpJobs+b.N)
 		}
@@ -238,8 +239,8 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		// again as many times by a bare go-smtp client.
 		bare := bareSend(b, srv, b.N, workers)
 		b.ReportMetric(bare, "baseline_emails/s")
-		b.ReportMetric(rate/bare, "ratio")
-		return rate
+		b.ReportMetric(m.rate/bare, "ratio")
+		return m
 	}
 	// River's own ceiling at serve's settings, for scale: the same number
 	// of jobs that do nothing, against the same bare sender.
@@ -270,11 +271,11 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		warming := benchJobs(b, bundle, jobs.QueueEmail, jobs.DefaultEmailWorkers, jobs.DefaultFetchCooldown, warmUpJobs, work)
 		warmUp(b, bundle.Pool, benchArgs{}.Kind(), warming.Start, warming.Stop)
 		client := benchJobs(b, bundle, jobs.QueueEmail, jobs.DefaultEmailWorkers, jobs.DefaultFetchCooldown, b.N, work)
-		rate := runUntilCompleted(b, bundle.Pool, benchArgs{}.Kind(), "email", b.N, client.Start, client.Stop)
-		floors["email"] = rate
+		floor := runUntilCompleted(b, bundle.Pool, benchArgs{}.Kind(), "email", b.N, client.Start, client.Stop)
+		floors["email"] = floor
 		bare := bareSend(b, srv, b.N, workers)
 		b.ReportMetric(bare, "baseline_emails/s")
-		b.ReportMetric(rate/bare, "ratio")
+		b.ReportMetric(floor.rate/bare, "ratio")
 	})
 	// What ships, and its rate ÷ the floor's just before (of_floor).
 	b.Run("WholePathAsShipped", func(b *testing.B) { ofFloor(b, "email", wholePath(b, nil, true)) })

@@ -123,5 +123,14 @@ func (c CPU) Report(b *testing.B, n int, unit string) {
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
 	b.ReportMetric(per(c.Go), "go_cpu_us/"+unit)
 	b.ReportMetric(per(c.PostgreSQL), "pg_cpu_us/"+unit)
-	b.ReportMetric(per(c.Go+c.PostgreSQL), "cpu_us/"+unit)
+	b.ReportMetric(c.PerUnit(n), "cpu_us/"+unit)
+}
+
+// PerUnit is the CPU of each of n units of work, both sides', in
+// microseconds (Report's cpu_us).
+func (c CPU) PerUnit(n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return float64((c.Go + c.PostgreSQL).Microseconds()) / float64(n)
 }
