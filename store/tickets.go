@@ -345,11 +345,11 @@ func (b *Batch) SetTicketEmbedding(id string, embedding []float32, duplicateOf s
 
 // writeTicket queues an update of the ticket that nothing checks.
 //
-// The queued writes of a use case that read the ticket
-// FOR UPDATE earlier in its transaction (LockTicket) need no check that
-// the row is there, since nothing can delete it before the commit; with
-// nothing to check, the commit goes in the trip that writes them
-// (Tx.Commit), a trip fewer for a reply or a customer's message.
+// The queued writes of a use case that read the ticket FOR UPDATE earlier
+// in its transaction (LockTicket) need no check that the row is there,
+// since nothing can delete it before the commit; with nothing to check,
+// the commit goes in the trip that writes them (Tx.Commit), a trip fewer
+// for a reply or a customer's message.
 func (b *Batch) writeTicket(id, set string, args ...any) *pgx.QueuedQuery {
 	return b.b.Queue(`UPDATE tickets SET `+set+`, updated_at = now() WHERE id = $1`, append([]any{id}, args...)...)
 }
