@@ -12,6 +12,7 @@ import (
 	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
 	"github.com/helpdesk-dev/helpdesk/provider/simulator"
 	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
 // triageBacklog opens n tickets of one customer in one transaction, each
@@ -100,6 +101,32 @@ func TestQueues(t *testing.T) {
 		row, err := q.Client.JobGet(b.Ctx, jobID)
 		if err != nil || row.Kind != (jobs.TriageArgs{}).Kind() || !strings.Contains(string(row.EncodedArgs), `"`+ticketID+`"`) {
 			t.Errorf("job %d: %+v (%v), want the triage of %s", jobID, row, err, ticketID)
+		}
+	})
+
+	// River tells the queue's workers of an insert after the commit that
+	// carried it: should only that fail, the ticket and its job are
+	// committed, and the intake says so.
+	t.Run("ATicketStaysOpenedWhenOnlyRiversNotificationFails", func(t *testing.T) {
+		t.Parallel()
+		b := jobstest.Setup(t)
+		q := b.NewQueue(t)
+		if _, err := b.Store.InsertCustomer(b.Ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, failed := storetest.FailStatements(b.Ctx, "PGNotifyMany")
+		ticket, jobID, err := b.Desk(q).OpenTicket(ctx, &desk.OpenTicketParams{CustomerID: "C-0001", Subject: "Hello", Body: "Hi."})
+		if failed.N() == 0 {
+			t.Fatalf("River sent no notification of the insert (%v), so this checks nothing", err)
+		}
+		if err != nil {
+			t.Fatalf("open a ticket: %v, want it opened", err)
+		}
+		if _, err := b.Store.GetTicket(b.Ctx, ticket.ID); err != nil {
+			t.Errorf("ticket %s: %v", ticket.ID, err)
+		}
+		if row, err := q.Client.JobGet(b.Ctx, jobID); err != nil || row.Kind != (jobs.TriageArgs{}).Kind() {
+			t.Errorf("job %d: %+v (%v), want the ticket's triage", jobID, row, err)
 		}
 	})
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,7 +222,41 @@ func (t *Trips) add(sqls ...string) {
 	t.trips = append(t.trips, short)
 }
 
-// tripTracer tells Trips of the queries made with their contexts.
+// Failing counts the statements that a context from FailStatements made fail.
+type Failing struct {
+	sql string
+	n   atomic.Int64
+}
+
+// N is how many statements have failed so far.
+func (f *Failing) N() int { return int(f.n.Load()) }
+
+type failingKey struct{}
+
+// FailStatements returns a context whose statements that contain sql, on
+// a pool from NewPool, fail before they are sent, as if the context had
+// ended (pgx then leaves the connection usable): a fault where no server
+// would give one, such as after a commit.
+func FailStatements(ctx context.Context, sql string) (context.Context, *Failing) {
+	f := &Failing{sql: sql}
+	return context.WithValue(ctx, failingKey{}, f), f
+}
+
+// failing returns an ended context in place of ctx for a statement that
+// FailStatements names.
+func failing(ctx context.Context, sqls ...string) context.Context {
+	f, ok := ctx.Value(failingKey{}).(*Failing)
+	if !ok || !slices.ContainsFunc(sqls, func(sql string) bool { return strings.Contains(sql, f.sql) }) {
+		return ctx
+	}
+	f.n.Add(1)
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	return ended
+}
+
+// tripTracer tells Trips of the queries made with their contexts, and
+// makes fail those that FailStatements names.
 type tripTracer struct{}
 
 func (tripTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
@@ -231,17 +266,17 @@ func (tripTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.Tra
 		t.stmts = append(t.stmts, Statement{SQL: data.SQL, Args: data.Args})
 		t.mu.Unlock()
 	}
-	return ctx
+	return failing(ctx, data.SQL)
 }
 
 func (tripTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 func (tripTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	sqls := make([]string, len(data.Batch.QueuedQueries))
+	for i, q := range data.Batch.QueuedQueries {
+		sqls[i] = q.SQL
+	}
 	if t, ok := ctx.Value(tripsKey{}).(*Trips); ok {
-		sqls := make([]string, len(data.Batch.QueuedQueries))
-		for i, q := range data.Batch.QueuedQueries {
-			sqls[i] = q.SQL
-		}
 		t.add(sqls...)
 		t.mu.Lock()
 		for _, q := range data.Batch.QueuedQueries {
@@ -249,7 +284,7 @@ func (tripTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.Tra
 		}
 		t.mu.Unlock()
 	}
-	return ctx
+	return failing(ctx, sqls...)
 }
 
 func (tripTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
