@@ -202,14 +202,16 @@ func (d *Desk) retimeTickets(ctx context.Context, priority int16, team string) e
 
 // slaSwitch caches whether any policy exists, so that a deployment
 // without SLAs pays nothing for them: it is read again at most every
-// slaRecheck, and set at once when this process adds a policy.
+// recheck (Config.SLARecheck), and set at once when this process adds a
+// policy.
 type slaSwitch struct {
+	recheck time.Duration
 	mu      sync.Mutex
 	on      bool
 	checked time.Time
 }
 
-const slaRecheck = 5 * time.Second
+const defaultSLARecheck = 5 * time.Second
 
 func (s *slaSwitch) set(on bool) {
 	s.mu.Lock()
@@ -221,7 +223,7 @@ func (s *slaSwitch) set(on bool) {
 func (s *slaSwitch) get() (on, fresh bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.on, !s.checked.IsZero() && time.Since(s.checked) < slaRecheck
+	return s.on, !s.checked.IsZero() && time.Since(s.checked) < s.recheck
 }
 
 // retimeTx asks, once per transaction and ticket, for the ticket's

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/helpdesk-dev/helpdesk/desk"
 	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
@@ -23,10 +24,12 @@ func TestRoundTripsWithRiver(t *testing.T) {
 	b.WithSMTP(t)
 	q := b.NewQueue(t)
 	ticketID, _ := b.OpenTicket(t, q, "Parcel", "Hi.")
+	// The desk asks whether any SLA policy exists once in a while
+	// (Config.SLARecheck), with the trip before the commit, which that
+	// answer then keeps apart; asked here, and held for the whole test, so
+	// that each case counts what it costs the rest of the time.
+	b.DeskConfig.SLARecheck = time.Hour
 	cases := b.Desk(q)
-	// The desk asks whether any SLA policy exists once in 5 s, with the
-	// trip before the commit, which that answer then keeps apart; asked
-	// here, so that each case counts what it costs the rest of the time.
 	if _, err := cases.AddCustomerMessage(b.Ctx, &desk.CustomerMessageParams{TicketID: ticketID, Author: vocab.Customer("C-0001"), Body: "B"}); err != nil {
 		t.Fatal(err)
 	}
