@@ -26,9 +26,7 @@ import (
 // tickets on the same database in the same run. It reports requests per
 // second and the 99th percentile latency.
 func BenchmarkCreateTicket(b *testing.B) {
-	// FloorHTTPAndFourInsertsInOneRoundTrip's rate in this run, and the
-	// CPU of each of its requests (µs, both sides; 0 unread).
-	var floor, floorCPU float64
+	var floor storetest.Measured // FloorHTTPAndFourInsertsInOneRoundTrip's, in this run
 	b.Run("BareInsertBaseline", func(b *testing.B) {
 		ib := setupIntake(b, 0)
 		measure(b, 8, ib.bareInsert)
@@ -50,34 +48,28 @@ func BenchmarkCreateTicket(b *testing.B) {
 		rate := measure(b, 8, func(i int64) error {
 			return ib.postTo(srv.URL, ticketBody("C-0022", "Late parcel"), fmt.Sprintf("key-%d", i))
 		})
+		floor = storetest.Measured{Rate: rate}
 		if used, ok := cpu(); ok {
 			used.Report(b, b.N, "req")
-			floorCPU = used.PerUnit(b.N)
+			floor.CPU = used.PerUnit(b.N)
 		}
-		floor = rate
 		bare := bareInserts(b, ib, b.N, 16)
 		b.ReportMetric(bare, "baseline_req/s")
 		b.ReportMetric(rate/bare, "ratio")
 	})
 
-	// What ships, and (of_floor) its rate ÷ the floor's just before; with
-	// of_floor_cpu, the floor's CPU a request ÷ its own, the same ratio on
-	// two busy cores but not moved by what else the machine runs (jobs'
-	// ofFloor).
+	// What ships, against the floor just before (of_floor, of_floor_cpu).
 	b.Run("NewKeys", func(b *testing.B) {
 		ib := setupIntake(b, 0)
 		warmUp(b, func(i int64) error { return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("warm-%d", i)) })
 		cpu := storetest.MeasureCPU(b, ib.Pool)
 		rate := measure(b, 8, func(i int64) error { return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("key-%d", i)) })
+		shipped := storetest.Measured{Rate: rate}
 		if used, ok := cpu(); ok {
 			used.Report(b, b.N, "req")
-			if floorCPU > 0 {
-				b.ReportMetric(floorCPU/used.PerUnit(b.N), "of_floor_cpu")
-			}
+			shipped.CPU = used.PerUnit(b.N)
 		}
-		if floor > 0 {
-			b.ReportMetric(rate/floor, "of_floor")
-		}
+		storetest.ReportOfFloor(b, floor, shipped)
 		// The baseline in the same run: as many bare INSERTs from as many clients.
 		bare := bareInserts(b, ib, b.N, 16)
 		b.ReportMetric(bare, "baseline_req/s")

@@ -60,7 +60,7 @@ func BenchmarkTriageThroughput(b *testing.B) {
 func runNoops(b *testing.B, queue string, workers int, cooldown time.Duration) float64 {
 	bundle := jobstest.Setup(b)
 	client := benchJobs(b, bundle, queue, workers, cooldown, b.N, func(context.Context) error { return nil })
-	return runUntilCompleted(b, bundle.Pool, benchArgs{}.Kind(), "job", b.N, client.Start, client.Stop).rate
+	return runUntilCompleted(b, bundle.Pool, benchArgs{}.Kind(), "job", b.N, client.Start, client.Stop).Rate
 }
 
 // benchJobs makes a River client, not started, whose queue works up to
@@ -92,7 +92,7 @@ func benchJobs(b *testing.B, bundle *jobstest.Bundle, queue string, workers int,
 // runUntilCompleted times from start until n more jobs are completed, each
 // one unit of work ("email": the rate in emails/s), and reports the rate
 // and the CPU each unit cost (storetest.CPU).
-func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n int, start, stop func(context.Context) error) measured {
+func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n int, start, stop func(context.Context) error) storetest.Measured {
 	ctx := context.Background()
 	before := completedJobs(b, pool, kind)
 	b.ResetTimer()
@@ -105,11 +105,11 @@ func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n in
 	elapsed := time.Since(begin)
 	used, cpuRead := cpu()
 	b.StopTimer()
-	m := measured{rate: float64(n) / elapsed.Seconds()}
-	b.ReportMetric(m.rate, unit+"s/s")
+	m := storetest.Measured{Rate: float64(n) / elapsed.Seconds()}
+	b.ReportMetric(m.Rate, unit+"s/s")
 	if cpuRead {
 		used.Report(b, n, unit)
-		m.cpu = used.PerUnit(n)
+		m.CPU = used.PerUnit(n)
 	}
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -216,7 +216,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 
 	// The whole path renders what ships: text and HTML with the quoted
 	// customer message; WithAttachment also carries a 100 KiB file.
-	wholePath := func(b *testing.B, attachment []byte, shipped bool) measured {
+	wholePath := func(b *testing.B, attachment []byte, shipped bool) storetest.Measured {
 		bundle := jobstest.Setup(b)
 		srv := bundle.WithSMTP(b)
 		bundle.Config.EmailWorkers, bundle.Config.FetchCooldown = workers, time.Millisecond
@@ -239,7 +239,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		// again as many times by a bare go-smtp client.
 		bare := bareSend(b, srv, b.N, workers)
 		b.ReportMetric(bare, "baseline_emails/s")
-		b.ReportMetric(m.rate/bare, "ratio")
+		b.ReportMetric(m.Rate/bare, "ratio")
 		return m
 	}
 	// River's own ceiling at serve's settings, for scale: the same number
@@ -275,10 +275,10 @@ func BenchmarkEmailThroughput(b *testing.B) {
 		floors["email"] = floor
 		bare := bareSend(b, srv, b.N, workers)
 		b.ReportMetric(bare, "baseline_emails/s")
-		b.ReportMetric(floor.rate/bare, "ratio")
+		b.ReportMetric(floor.Rate/bare, "ratio")
 	})
 	// What ships, and its rate ÷ the floor's just before (of_floor).
-	b.Run("WholePathAsShipped", func(b *testing.B) { ofFloor(b, "email", wholePath(b, nil, true)) })
+	b.Run("WholePathAsShipped", func(b *testing.B) { storetest.ReportOfFloor(b, floors["email"], wholePath(b, nil, true)) })
 	b.Run("WholePath", func(b *testing.B) { wholePath(b, nil, false) })
 	b.Run("WholePathWithAttachment", func(b *testing.B) { wholePath(b, bytes.Repeat([]byte("%PDF-1.4 \x00\xff"), 100<<10/12), false) })
 }

@@ -121,7 +121,7 @@ func bareCommitRate(tb testing.TB, pool *pgxpool.Pool, n int) float64 {
 // (pg_stat_database.xact_commit), the commit-bound ceiling (bare one-row
 // INSERT commits/s at 16 connections ÷ transactions per ticket) and the
 // ratio of the two.
-func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start, stop func(context.Context) error) measured {
+func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start, stop func(context.Context) error) storetest.Measured {
 	done := completedJobs(b, pool, kind)
 	before := settledCommits(b, pool)
 	b.ResetTimer()
@@ -149,10 +149,10 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 	b.ReportMetric(perTicket, "tx/ticket")
 	b.ReportMetric(ceiling, "ceiling_tickets/s")
 	b.ReportMetric(rate/ceiling, "ratio")
-	m := measured{rate: rate}
+	m := storetest.Measured{Rate: rate}
 	if cpuRead {
 		used.Report(b, n, "ticket")
-		m.cpu = used.PerUnit(n)
+		m.CPU = used.PerUnit(n)
 	}
 	return m
 }
@@ -193,34 +193,11 @@ func sampleLockWaits(pool *pgxpool.Pool) func() (mean float64, samples int) {
 	}
 }
 
-// measured is what a benchmark's timed stretch reached: units of work a
-// second, and the CPU each cost both sides (µs; 0 when PostgreSQL's
-// processes could not be read).
-type measured struct {
-	rate, cpu float64
-}
-
 // floors holds what each floor benchmark reached in this run, by the
 // name of what it is the floor of, for the benchmark of what ships to
-// report its ratio to (ofFloor): the goal is that ratio.
-var floors = map[string]measured{}
-
-// ofFloor reports what ships against the floor of what this run measured,
-// when the floor ran before it: of_floor, its rate ÷ the floor's, the
-// goal; and of_floor_cpu, the floor's CPU a unit ÷ its own. On two cores
-// that the work keeps busy the two are the same ratio, but CPU time is
-// not taken by what else the machine runs, so the second moves less from
-// run to run (intake: of_floor 0.60–0.76, of_floor_cpu 0.57–0.66 in three
-// runs of one binary).
-func ofFloor(b *testing.B, what string, m measured) {
-	floor := floors[what]
-	if floor.rate > 0 {
-		b.ReportMetric(m.rate/floor.rate, "of_floor")
-	}
-	if floor.cpu > 0 && m.cpu > 0 {
-		b.ReportMetric(floor.cpu/m.cpu, "of_floor_cpu")
-	}
-}
+// report its ratio to (storetest.ReportOfFloor): the goal is that
+// ratio.
+var floors = map[string]storetest.Measured{}
 
 // BenchmarkTriageAsShipped runs triage with serve's defaults (workers,
 // fetch settings: the queue's zero Config), the simulator answering at
@@ -229,7 +206,7 @@ func ofFloor(b *testing.B, what string, m measured) {
 // floor's (of_floor); Tuned is the same with a 1 ms cooldown; Before,
 // with what serve shipped before (10 workers, River's 100 ms cooldown).
 func BenchmarkTriageAsShipped(b *testing.B) {
-	run := func(b *testing.B, tune func(*jobs.Config), world ...func(*jobstest.Bundle)) measured {
+	run := func(b *testing.B, tune func(*jobs.Config), world ...func(*jobstest.Bundle)) storetest.Measured {
 		bundle := jobstest.Setup(b)
 		bundle.Config.FetchPollInterval = 0 // serve's default: River's
 		if tune != nil {
@@ -282,12 +259,12 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 		client := benchJobs(b, bundle, jobs.QueueTriage, jobs.DefaultTriageWorkers, jobs.DefaultFetchCooldown, n, work)
 		floors["triage"] = againstCeiling(b, bundle.Pool, benchArgs{}.Kind(), n, client.Start, client.Stop)
 	})
-	b.Run("Shipped", func(b *testing.B) { ofFloor(b, "triage", run(b, nil)) })
+	b.Run("Shipped", func(b *testing.B) { storetest.ReportOfFloor(b, floors["triage"], run(b, nil)) })
 	// serve's default of giving each triaged ticket to the least busy
 	// agent of its team, all of one team (billing, three agents): no
 	// ticket should wait on another's assignment (lock_waiting).
 	b.Run("ShippedAssigningOneTeam", func(b *testing.B) {
-		ofFloor(b, "triage", run(b, nil, func(bundle *jobstest.Bundle) {
+		storetest.ReportOfFloor(b, floors["triage"], run(b, nil, func(bundle *jobstest.Bundle) {
 			bundle.DeskConfig.AutoAssign = true
 			for _, name := range []string{"alice", "bilal", "chloe"} {
 				if err := bundle.Store.UpsertAgent(bundle.Ctx, &store.UpsertAgentParams{Name: name, DisplayName: name,

@@ -134,3 +134,26 @@ func (c CPU) PerUnit(n int) float64 {
 	}
 	return float64((c.Go + c.PostgreSQL).Microseconds()) / float64(n)
 }
+
+// Measured is what a benchmark's timed stretch reached: units of work a
+// second, and the CPU each cost both sides (µs, PerUnit; 0 when
+// PostgreSQL's processes could not be read).
+type Measured struct {
+	Rate, CPU float64
+}
+
+// ReportOfFloor reports what ships against its floor, measured before it
+// in the same run (a zero floor reports nothing): of_floor, its rate ÷ the
+// floor's, the goal the benchmarks hold it to; and of_floor_cpu, the
+// floor's CPU a unit ÷ its own. Where both keep the two cores busy the two
+// are the same ratio, but CPU time is not taken by what else the machine
+// runs, so the second moves less from run to run; where the floor leaves
+// the cores idle part of the time, the second is the lower.
+func ReportOfFloor(b *testing.B, floor, shipped Measured) {
+	if floor.Rate > 0 {
+		b.ReportMetric(shipped.Rate/floor.Rate, "of_floor")
+	}
+	if floor.CPU > 0 && shipped.CPU > 0 {
+		b.ReportMetric(floor.CPU/shipped.CPU, "of_floor_cpu")
+	}
+}
