@@ -216,12 +216,13 @@ func (b *Batch) TicketEmbedding(id string, into *[]float32) {
 
 // SetTicketTriageJob records which job triages the ticket.
 func (s *Store) SetTicketTriageJob(ctx context.Context, id string, jobID int64) error {
-	return exec(ctx, s, func(b *Batch) { b.SetTicketTriageJob(id, jobID) })
+	return exec(ctx, s, func(b *Batch) { mustFind(b.SetTicketTriageJob(id, jobID), id) })
 }
 
-// SetTicketTriageJob queues SetTicketTriageJob.
-func (b *Batch) SetTicketTriageJob(id string, jobID int64) {
-	b.updateTicket(id, `triage_job_id = $2`, jobID)
+// SetTicketTriageJob queues SetTicketTriageJob for a ticket the
+// transaction holds locked (see writeTicket).
+func (b *Batch) SetTicketTriageJob(id string, jobID int64) *pgx.QueuedQuery {
+	return b.writeTicket(id, `triage_job_id = $2`, jobID)
 }
 
 // ListTicketsParams select a page of tickets, newest first. Each filter
@@ -345,11 +346,12 @@ func (b *Batch) SetTicketEmbedding(id string, embedding []float32, duplicateOf s
 
 // writeTicket queues an update of the ticket that nothing checks.
 //
-// The queued writes of a use case that read the ticket FOR UPDATE earlier
-// in its transaction (LockTicket) need no check that the row is there,
-// since nothing can delete it before the commit; with nothing to check,
-// the commit goes in the trip that writes them (Tx.Commit), a trip fewer
-// for a reply or a customer's message.
+// The ticket setters of Batch are for a use case that read the ticket
+// FOR UPDATE earlier in its transaction (LockTicket): nothing can delete
+// the row before the commit, so they check nothing, and the commit goes in
+// the trip that writes them (Tx.Commit), a trip fewer for a reply or a
+// customer's message. The Store method of the same name, which has locked
+// nothing, checks (mustFind).
 func (b *Batch) writeTicket(id, set string, args ...any) *pgx.QueuedQuery {
 	return b.b.Queue(`UPDATE tickets SET `+set+`, updated_at = now() WHERE id = $1`, append([]any{id}, args...)...)
 }
@@ -361,7 +363,13 @@ func (s *Store) updateTicket(ctx context.Context, id, set string, args ...any) e
 // updateTicket queues an update of the ticket; a ticket that is not there
 // is ErrNotFound when the batch is sent.
 func (b *Batch) updateTicket(id, set string, args ...any) {
-	b.writeTicket(id, set, args...).Exec(func(tag pgconn.CommandTag) error {
+	mustFind(b.writeTicket(id, set, args...), id)
+}
+
+// mustFind makes q, an update of ticket id, ErrNotFound when it found no
+// row.
+func mustFind(q *pgx.QueuedQuery, id string) {
+	q.Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("update ticket %s: %w", id, ErrNotFound)
 		}
@@ -382,68 +390,67 @@ func (b *Batch) LockTicket(id string, into *Ticket) {
 
 // SetTicketStatus changes the status; solved_at follows it, for autoclose.
 func (s *Store) SetTicketStatus(ctx context.Context, id string, status vocab.Status) error {
-	return exec(ctx, s, func(b *Batch) { b.updateTicket(id, setStatusSQL, status) })
+	return exec(ctx, s, func(b *Batch) { mustFind(b.SetTicketStatus(id, status), id) })
 }
 
-// SetTicketStatus queues SetTicketStatus of a ticket the transaction
+// SetTicketStatus queues SetTicketStatus for a ticket the transaction
 // holds locked (see writeTicket).
-func (b *Batch) SetTicketStatus(id string, status vocab.Status) {
-	b.writeTicket(id, setStatusSQL, status)
+func (b *Batch) SetTicketStatus(id string, status vocab.Status) *pgx.QueuedQuery {
+	return b.writeTicket(id, `status = $2, solved_at = CASE WHEN $2 = 'solved' THEN now() ELSE NULL END`, status)
 }
-
-const setStatusSQL = `status = $2, solved_at = CASE WHEN $2 = 'solved' THEN now() ELSE NULL END`
 
 // SetTicketAssignee changes the assignee; "" leaves the ticket unassigned.
 func (s *Store) SetTicketAssignee(ctx context.Context, id, agent string) error {
-	return exec(ctx, s, func(b *Batch) { b.SetTicketAssignee(id, agent) })
+	return exec(ctx, s, func(b *Batch) { mustFind(b.SetTicketAssignee(id, agent), id) })
 }
 
-// SetTicketAssignee queues SetTicketAssignee.
-func (b *Batch) SetTicketAssignee(id, agent string) {
-	b.updateTicket(id, `assignee = $2`, nullIfEmpty(agent))
+// SetTicketAssignee queues SetTicketAssignee for a ticket the transaction
+// holds locked (see writeTicket).
+func (b *Batch) SetTicketAssignee(id, agent string) *pgx.QueuedQuery {
+	return b.writeTicket(id, `assignee = $2`, nullIfEmpty(agent))
 }
 
 // SetTicketTeam changes the team.
 func (s *Store) SetTicketTeam(ctx context.Context, id, team string) error {
-	return exec(ctx, s, func(b *Batch) { b.SetTicketTeam(id, team) })
+	return exec(ctx, s, func(b *Batch) { mustFind(b.SetTicketTeam(id, team), id) })
 }
 
-// SetTicketTeam queues SetTicketTeam.
-func (b *Batch) SetTicketTeam(id, team string) {
-	b.updateTicket(id, `team = $2`, team)
+// SetTicketTeam queues SetTicketTeam for a ticket the transaction holds
+// locked (see writeTicket).
+func (b *Batch) SetTicketTeam(id, team string) *pgx.QueuedQuery {
+	return b.writeTicket(id, `team = $2`, team)
 }
 
 // SetTicketPriority changes the priority.
 func (s *Store) SetTicketPriority(ctx context.Context, id string, priority int) error {
-	return exec(ctx, s, func(b *Batch) { b.SetTicketPriority(id, priority) })
+	return exec(ctx, s, func(b *Batch) { mustFind(b.SetTicketPriority(id, priority), id) })
 }
 
-// SetTicketPriority queues SetTicketPriority.
-func (b *Batch) SetTicketPriority(id string, priority int) {
-	b.updateTicket(id, `priority = $2`, priority)
+// SetTicketPriority queues SetTicketPriority for a ticket the transaction
+// holds locked (see writeTicket).
+func (b *Batch) SetTicketPriority(id string, priority int) *pgx.QueuedQuery {
+	return b.writeTicket(id, `priority = $2`, priority)
 }
 
 // CustomerWrote queues, for a ticket the transaction holds locked
 // (see writeTicket), that the customer wrote on it now and that triage
 // job triageJobID, numbered already, triages it: one new version of the
 // ticket's row, where the two were written one after the other.
-func (b *Batch) CustomerWrote(id string, triageJobID int64) {
-	b.writeTicket(id, `last_customer_message_at = now(), triage_job_id = $2`, triageJobID)
+func (b *Batch) CustomerWrote(id string, triageJobID int64) *pgx.QueuedQuery {
+	return b.writeTicket(id, `last_customer_message_at = now(), triage_job_id = $2`, triageJobID)
 }
 
 // AgentResponded records an agent's reply: the first one is the ticket's
 // first response.
 func (s *Store) AgentResponded(ctx context.Context, id string) error {
-	return exec(ctx, s, func(b *Batch) { b.updateTicket(id, agentRespondedSQL) })
+	return exec(ctx, s, func(b *Batch) { mustFind(b.AgentResponded(id), id) })
 }
 
 // AgentResponded queues AgentResponded for a ticket the transaction holds
 // locked (see writeTicket).
-func (b *Batch) AgentResponded(id string) {
-	b.writeTicket(id, agentRespondedSQL)
+func (b *Batch) AgentResponded(id string) *pgx.QueuedQuery {
+	return b.writeTicket(id, `first_response_at = coalesce(first_response_at, now())`)
 }
-
-const agentRespondedSQL = `first_response_at = coalesce(first_response_at, now())`
 
 // SolvedBefore returns up to limit solved tickets that were solved before
 // the time, oldest first, for autoclose.
