@@ -126,8 +126,7 @@ func (b *Batch) Queue(p *QueueParams, rows *[]*QueueRow, total *int) {
 		}
 		return nil
 	})
-	cols := strings.ReplaceAll("t."+ticketColumns, ", ", ", t.")
-	cols = strings.ReplaceAll(cols, ",\n\t", ",\n\tt.")
+	cols := ticketColumnsOf("t")
 	queueRows(b, "queue", func(row pgx.Row) (*QueueRow, error) {
 		var q QueueRow
 		return &q, row.Scan(append(ticketFields(&q.Ticket), &q.CustomerName, &q.CustomerEmail, &q.Waiting, &q.Due, &q.Breached)...)

@@ -165,3 +165,60 @@ func TestUpdatesOfWhatNoIndexHoldsAreHeapOnly(t *testing.T) {
 		t.Errorf("%d of the three updates were heap-only, want all: one of them changed an indexed column", hot)
 	}
 }
+
+// TestAPossibleDuplicateIsMarkedWithTheVectorAndFollowsAMerge: the embed
+// step's mark rides on the vector's row; a later vector without one keeps
+// it; merging the ticket it names moves it to the merge's target, or
+// takes it away from the target itself, and leaves the merged ticket
+// none, each ticket's time of change moved.
+func TestAPossibleDuplicateIsMarkedWithTheVectorAndFollowsAMerge(t *testing.T) {
+	t.Parallel()
+	pool, st := team(t)
+	ctx := context.Background()
+	first, second, third := newTicket(t, st), newTicket(t, st), newTicket(t, st)
+	run := func(f func(b *store.Batch)) {
+		t.Helper()
+		if err := store.Run(ctx, pool, func(tx *store.Tx) error { tx.Later(f); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	markOf := func(id string) string {
+		t.Helper()
+		tk, err := st.GetTicket(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.PossibleDuplicateOf == nil {
+			return ""
+		}
+		return *tk.PossibleDuplicateOf
+	}
+	run(func(b *store.Batch) {
+		b.SetTicketEmbedding(first, []float32{1, 0}, "")
+		b.SetTicketEmbedding(second, []float32{1, 0}, first)
+		b.SetTicketEmbedding(third, []float32{1, 0}, first)
+	})
+	if got := markOf(second); got != first {
+		t.Fatalf("second marked a duplicate of %q, want %s", got, first)
+	}
+	run(func(b *store.Batch) { b.SetTicketEmbedding(second, []float32{0, 1}, "") })
+	if got := markOf(second); got != first {
+		t.Errorf("a new vector without a duplicate: second marked %q, want %s kept", got, first)
+	}
+	before, err := st.GetTicket(ctx, third)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(func(b *store.Batch) {
+		b.SetTicketEmbedding(first, []float32{1, 0}, third)
+		b.Merge(first, second)
+	})
+	for _, tc := range []struct{ ticket, want string }{{first, ""}, {second, ""}, {third, second}} {
+		if got := markOf(tc.ticket); got != tc.want {
+			t.Errorf("after the merge of %s into %s: %s marked a duplicate of %q, want %q", first, second, tc.ticket, got, tc.want)
+		}
+	}
+	if after, err := st.GetTicket(ctx, third); err != nil || !after.UpdatedAt.After(before.UpdatedAt) {
+		t.Errorf("the ticket whose mark moved: updated %v, then %v (%v); want later", before.UpdatedAt, after.UpdatedAt, err)
+	}
+}

@@ -68,11 +68,22 @@ type InsertTicketParams struct {
 // ErrUnknownCustomer is a ticket for a customer that does not exist.
 var ErrUnknownCustomer = fmt.Errorf("unknown customer: %w", ErrConflict)
 
-// ticketColumns are a ticket's own; its vector is in ticket_embeddings,
-// which TicketEmbedding reads.
-const ticketColumns = `id, customer_id, subject, status, team, priority, draft_reply, triage_job_id, created_at, updated_at,
-	assignee, follow_up_of, first_response_at, last_customer_message_at, draft_written_at, draft_job_id, solved_at, support_address,
-	draft_sources, possible_duplicate_of, merged_into`
+// ticketColumns are what a Ticket holds, read from tickets.
+var ticketColumns = ticketColumnsOf("tickets")
+
+// ticketColumnsOf are what a Ticket holds, read from tickets under the
+// name t: its own columns, and the possible duplicate marked on its
+// vector's row (migration 031). The vector itself is TicketEmbedding's.
+func ticketColumnsOf(t string) string {
+	cols := []string{"id", "customer_id", "subject", "status", "team", "priority", "draft_reply", "triage_job_id", "created_at", "updated_at",
+		"assignee", "follow_up_of", "first_response_at", "last_customer_message_at", "draft_written_at", "draft_job_id", "solved_at", "support_address",
+		"draft_sources"}
+	for i, c := range cols {
+		cols[i] = t + "." + c
+	}
+	return strings.Join(cols, ", ") +
+		`, (SELECT e.possible_duplicate_of FROM ticket_embeddings e WHERE e.ticket_id = ` + t + `.id), ` + t + `.merged_into`
+}
 
 // ticketFields are where ticketColumns are scanned to, in their order.
 func ticketFields(t *Ticket) []any {
@@ -117,11 +128,10 @@ func (b *Batch) InsertTicket(p *InsertTicketParams, into *Ticket) {
 
 // COALESCE evaluates nextval only when the caller brings no number. The
 // unread form returns nothing: a row nobody reads is still built and sent.
-const (
-	insertTicketUnreadSQL = `INSERT INTO tickets (id, customer_id, subject, follow_up_of, triage_job_id, last_customer_message_at, support_address, team)
+const insertTicketUnreadSQL = `INSERT INTO tickets (id, customer_id, subject, follow_up_of, triage_job_id, last_customer_message_at, support_address, team)
 	VALUES (COALESCE($1, 'T-' || nextval('ticket_number_seq')), $2, $3, $4, $5, now(), $6, $7)`
-	insertTicketSQL = insertTicketUnreadSQL + ` RETURNING ` + ticketColumns
-)
+
+var insertTicketSQL = insertTicketUnreadSQL + ` RETURNING ` + ticketColumns
 
 func insertTicketArgs(p *InsertTicketParams) []any {
 	return []any{nullIfEmpty(p.ID), p.CustomerID, p.Subject, nullIfEmpty(p.FollowUpOf), p.TriageJobID, nullIfEmpty(p.SupportAddress), nullIfEmpty(p.Team)}
@@ -191,7 +201,7 @@ func (b *Batch) GetTicket(id string, into *Ticket) {
 	queueRow(b, "get ticket", id, scanTicket, into, getTicketSQL, id)
 }
 
-const getTicketSQL = `SELECT ` + ticketColumns + ` FROM tickets WHERE id = $1`
+var getTicketSQL = `SELECT ` + ticketColumns + ` FROM tickets WHERE id = $1`
 
 // TicketEmbedding returns the ticket's vector, nil before triage writes
 // it; ErrNotFound for no such ticket.
@@ -326,9 +336,9 @@ func (b *Batch) SetTicketDraftReply(id, draft string, jobID int64, sources []str
 
 // SetTicketEmbedding queues recording the ticket's vector, in place of
 // any earlier one, and, unless duplicateOf is "", the ticket it may
-// duplicate. A ticket that is gone gets no vector. The vector leaves the
-// ticket's row alone (see migration 027): only a possible duplicate
-// updates it.
+// duplicate, on the same row (an earlier mark stays otherwise). A ticket
+// that is gone gets no vector. Neither writes the ticket's row (migrations
+// 027 and 031).
 //
 // The ticket's row is locked first, as an update of its status or team
 // locks it before its trigger names the transaction on the vector's row
@@ -337,11 +347,13 @@ func (b *Batch) SetTicketDraftReply(id, draft string, jobID int64, sources []str
 // would update no vector's row (it sees none yet), and an index that read
 // the vector before that change committed would keep the old status.
 func (b *Batch) SetTicketEmbedding(id string, embedding []float32, duplicateOf string) {
+	var of *string
 	if duplicateOf != "" {
-		b.writeTicket(id, `possible_duplicate_of = $2`, duplicateOf)
+		of = &duplicateOf
 	}
-	b.b.Queue(`INSERT INTO ticket_embeddings (ticket_id, embedding) SELECT id, $2 FROM tickets WHERE id = $1 FOR NO KEY UPDATE
-		ON CONFLICT (ticket_id) DO UPDATE SET embedding = excluded.embedding, changed_xid = pg_current_xact_id()`, id, embedding)
+	b.b.Queue(`INSERT INTO ticket_embeddings (ticket_id, embedding, possible_duplicate_of) SELECT id, $2, $3 FROM tickets WHERE id = $1 FOR NO KEY UPDATE
+		ON CONFLICT (ticket_id) DO UPDATE SET embedding = excluded.embedding, changed_xid = pg_current_xact_id(),
+			possible_duplicate_of = coalesce(excluded.possible_duplicate_of, ticket_embeddings.possible_duplicate_of)`, id, embedding, of)
 }
 
 // writeTicket queues an update of the ticket that nothing checks.
