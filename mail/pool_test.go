@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,6 +82,52 @@ func TestRelaySessionsAreReused(t *testing.T) {
 		}
 		if res := r.Send(ctx, env, raw); res.Err != nil {
 			t.Errorf("afterwards: %+v", res)
+		}
+	})
+
+	t.Run("AsManySessionsAreKeptAsSentAtOnce", func(t *testing.T) {
+		t.Parallel()
+		// More than the eight the pool kept before; serve runs twenty
+		// email workers.
+		const atOnce = 12
+		var (
+			mu      sync.Mutex
+			arrived int
+			all     = make(chan struct{})
+		)
+		// Each message waits in the server until every one has arrived:
+		// the Sends of a round are all under way at once, each on a
+		// session of its own.
+		srv := smtptest.StartWith(t, smtptest.Options{Forward: func(smtptest.Delivery) error {
+			mu.Lock()
+			if arrived++; arrived%atOnce == 0 {
+				close(all)
+			}
+			wait := all
+			mu.Unlock()
+			<-wait
+			return nil
+		}})
+		r := relayTo(t, srv, "")
+		round := func() {
+			t.Helper()
+			mu.Lock()
+			all = make(chan struct{})
+			mu.Unlock()
+			var wg sync.WaitGroup
+			for range atOnce {
+				wg.Go(func() {
+					if res := r.Send(ctx, env, raw); res.Err != nil {
+						t.Error(res.Err)
+					}
+				})
+			}
+			wg.Wait()
+		}
+		round()
+		round()
+		if n, d := srv.Connections(), len(srv.Deliveries()); n != atOnce || d != 2*atOnce {
+			t.Errorf("%d connections for %d deliveries, %d at a time: want the second round on the first round's sessions", n, d, atOnce)
 		}
 	})
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -290,10 +291,6 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 	return res
 }
 
-// sessionsKept is how many sessions wait at most: as many as the email
-// workers that send at once, about.
-const sessionsKept = 8
-
 // session is an open, greeted, authenticated SMTP session.
 type session struct {
 	c      *smtp.Client
@@ -306,7 +303,13 @@ type session struct {
 
 // sessionPool keeps the sessions that ended well, newest last: every
 // email opening its own session was a tenth of the process's CPU and as
-// much again on the server's side.
+// much again on the server's side. It keeps every one given back, so that
+// as many Sends as ran at once find a session each the next time (with a
+// fixed eight kept, twenty email workers opened a session for one email
+// in four); it cannot hold more than ran at once, which the email workers
+// bound. A session idle longer than idleFor is closed when it is found:
+// by take, newest first, and by put, oldest first, so that the sessions of
+// a burst do not outlive it by more than idleFor while fewer are in use.
 type sessionPool struct {
 	mu      sync.Mutex
 	idle    []*session
@@ -331,11 +334,12 @@ func (p *sessionPool) put(s *session) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.idle = time.Now()
-	if len(p.idle) >= sessionsKept {
-		p.idle[0].c.Close()
-		p.idle = p.idle[1:]
+	stale := 0
+	for stale < len(p.idle) && s.idle.Sub(p.idle[stale].idle) >= p.idleFor {
+		p.idle[stale].c.Close()
+		stale++
 	}
-	p.idle = append(p.idle, s)
+	p.idle = append(slices.Delete(p.idle, 0, stale), s)
 }
 
 // Close says QUIT on the kept sessions and closes them, giving a server
