@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
 
@@ -74,6 +76,29 @@ func BenchmarkCreateTicket(b *testing.B) {
 		bare := bareInserts(b, ib, b.N, 16)
 		b.ReportMetric(bare, "baseline_req/s")
 		b.ReportMetric(rate/bare, "ratio")
+	})
+
+	// NewKeys with serve's default of acknowledging a customer's new
+	// ticket by mail (HELPDESK_ACK: at most three a day to an address),
+	// all of one customer: after its first three, its tickets get none,
+	// and none should wait on another's count (lock_waiting).
+	b.Run("NewKeysAcknowledged", func(b *testing.B) {
+		bundle := jobstest.Setup(b)
+		bundle.WithSMTP(b)
+		bundle.DeskConfig.Ack = &desk.AckConfig{} // serve's defaults
+		ib := setupIntakeOn(b, bundle, 0)
+		warmUp(b, func(i int64) error { return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("warm-%d", i)) })
+		cpu := storetest.MeasureCPU(b, ib.Pool)
+		waiting := storetest.SampleLockWaits(ib.Pool)
+		rate := measure(b, 8, func(i int64) error { return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("key-%d", i)) })
+		meanWaiting, _ := waiting()
+		b.ReportMetric(meanWaiting, "lock_waiting")
+		shipped := storetest.Measured{Rate: rate}
+		if used, ok := cpu(); ok {
+			used.Report(b, b.N, "req")
+			shipped.CPU = used.PerUnit(b.N)
+		}
+		storetest.ReportOfFloor(b, floor, shipped)
 	})
 
 	// 100 clients at once (50 goroutines a core on this machine's two).

@@ -3,9 +3,12 @@ package desk_test
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
@@ -93,6 +96,73 @@ func TestAcknowledgement(t *testing.T) {
 		}
 		if n := len(w.queue.of("email")); n != 2 {
 			t.Errorf("%d acknowledgements to 4 senders in an hour, want the cap of 2", n)
+		}
+	})
+
+	t.Run("TheDailyLimitHoldsForTicketsOpenedAtOnce", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true, func(c *desk.Config) { c.Ack = &desk.AckConfig{MaxPerDay: 2} })
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				if _, _, err := w.desk.OpenTicket(w.ctx, &desk.OpenTicketParams{CustomerID: ada.ID, Subject: "At once", Body: "Hi."}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := len(w.queue.of("email")); n != 2 {
+			t.Errorf("%d acknowledgements of 8 tickets opened at once, want the daily limit of 2", n)
+		}
+	})
+
+	// A customer at its daily limit, as one who writes often is, is
+	// refused without the claim's lock: its tickets wait for no other
+	// ticket's claim. One under its limit waits, as before.
+	t.Run("AnAddressAtItsLimitWaitsForNoClaim", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true, func(c *desk.Config) { c.Ack = &desk.AckConfig{MaxPerDay: 1} })
+		w.open(t, "First", "Hi.") // Ada's one acknowledgement today
+		for _, tc := range []struct {
+			customer store.InsertCustomerParams
+			waits    bool
+		}{{ada, false}, {bram, true}} {
+			holder, err := w.pool.Begin(w.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pid uint32
+			if err := holder.QueryRow(w.ctx, `SELECT pg_backend_pid() FROM pg_advisory_xact_lock(hashtext('helpdesk.ack.' || lower($1)))`,
+				tc.customer.Email).Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := w.desk.OpenTicket(w.ctx, &desk.OpenTicketParams{CustomerID: tc.customer.ID, Subject: "Again", Body: "Hi."})
+				done <- err
+			}()
+			storetest.AwaitBlockedBy(t, w.pool, pid, done)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.waits {
+					t.Errorf("%s, under its limit, was acknowledged without waiting for the claim in flight", tc.customer.ID)
+				}
+			default:
+				if !tc.waits {
+					t.Errorf("%s, at its limit, waits for another claim of its address", tc.customer.ID)
+				}
+				_ = holder.Rollback(w.ctx)
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = holder.Rollback(w.ctx)
+		}
+		if n := len(w.queue.of("email")); n != 2 {
+			t.Errorf("%d acknowledgements, want Ada's first and Bram's", n)
 		}
 	})
 }

@@ -63,6 +63,11 @@ func ParseAckTemplate(text string) (*template.Template, error) {
 // acknowledgements may be forgotten.
 const AckWindow = 24 * time.Hour
 
+// ackLimits are AckConfig's limits, for the store to count against.
+func (d *Desk) ackLimits() store.AckLimits {
+	return store.AckLimits{PerAddress: d.config.Ack.MaxPerDay, Window: AckWindow, PerHour: d.config.Ack.MaxPerHour}
+}
+
 // noReply matches the local parts that say nobody reads the mailbox, or
 // that a machine sends from: no-reply, do-not-reply, mailer-daemon,
 // postmaster, bounces, list owners and requests.
@@ -99,8 +104,7 @@ func (d *Desk) acknowledgeTx(ctx context.Context, tx *store.Tx, t *store.Ticket,
 		messageID int64
 		jobID     int64
 	)
-	claim.ClaimAcknowledgement(c.Email, t.ID, store.AckLimits{PerAddress: d.config.Ack.MaxPerDay, Window: AckWindow,
-		PerHour: d.config.Ack.MaxPerHour}, &claimed)
+	claim.ClaimAcknowledgement(c.Email, t.ID, d.ackLimits(), &claimed)
 	claim.NextMessageID(&messageID)
 	claim.NextJobID(&jobID)
 	if err := tx.Store().Send(ctx, &claim); err != nil || !claimed {

@@ -35,6 +35,20 @@ func TestRoundTrips(t *testing.T) {
 			}
 			keptInOneInsert(t, trips)
 		}},
+		// A customer at its daily limit of acknowledgements: its limit is
+		// read with the numbers, and its ticket's rows go with the commit,
+		// as without acknowledgements, with no lock taken for a claim.
+		{"OpenATicketOfACustomerAtItsAcknowledgementLimit", 2, true, func(ctx context.Context, t *testing.T, w *world, _ *store.Ticket, trips *storetest.Trips) {
+			for range 2 { // the world's first ticket and these make the default three
+				w.open(t, "S", "B")
+			}
+			if _, _, err := w.desk.OpenTicket(ctx, &desk.OpenTicketParams{CustomerID: ada.ID, Subject: "S", Body: "B"}); err != nil {
+				t.Fatal(err)
+			}
+			if locks := statementsOn(trips, "pg_advisory_xact_lock"); len(locks) != 0 {
+				t.Errorf("the claim's lock taken at the limit:\n%s", strings.Join(locks, "\n"))
+			}
+		}},
 		{"FileANewTicketByMail", 4, false, func(ctx context.Context, t *testing.T, w *world, _ *store.Ticket, _ *storetest.Trips) {
 			if _, err := w.desk.FileInbound(ctx, support, mailFrom(bram.Email, "<budget@mail.example.com>", "S", "B")); err != nil {
 				t.Fatal(err)

@@ -78,22 +78,33 @@ func (d *Desk) OpenTicket(ctx context.Context, p *OpenTicketParams) (ticket *sto
 // and the fields given at once, the rest once they are written.
 func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketParams) (*store.Ticket, int64, error) {
 	st := tx.Store()
-	var (
-		n       store.TicketNumbers
-		numbers store.Batch
-	)
-	triage := !p.Automatic && p.Held == ""
-	numbers.NextTicketNumbers(triage, &n)
-	if err := st.Send(ctx, &numbers); err != nil {
-		return nil, 0, fmt.Errorf("open ticket: %w", err)
-	}
-	ticketID, messageID, jobID, now := n.TicketID, n.MessageID, n.JobID, n.Now
-	if triage {
-		d.jobs.QueueTriageAtCommit(tx, ticketID, jobID)
-	}
 	author := p.Author
 	if author == "" {
 		author = vocab.Customer(p.CustomerID)
+	}
+	// Only a customer's own new ticket is acknowledged, not one an agent
+	// opens for them, and only within the limits: whether the customer's
+	// address is at its limit is read with the numbers, so that a ticket
+	// of a customer who writes often, the most of them, takes neither the
+	// claim's lock nor a trip for it, and its rows go with the commit.
+	ack := d.config.Ack != nil && !p.Automatic && !p.NoAutoReply && !author.IsAgent() && p.Held == ""
+	var (
+		n       store.TicketNumbers
+		numbers store.Batch
+		mayAck  bool
+	)
+	triage := !p.Automatic && p.Held == ""
+	numbers.NextTicketNumbers(triage, &n)
+	if ack {
+		numbers.MayAcknowledge(p.CustomerID, d.ackLimits(), &mayAck)
+	}
+	if err := st.Send(ctx, &numbers); err != nil {
+		return nil, 0, fmt.Errorf("open ticket: %w", err)
+	}
+	ack = ack && mayAck
+	ticketID, messageID, jobID, now := n.TicketID, n.MessageID, n.JobID, n.Now
+	if triage {
+		d.jobs.QueueTriageAtCommit(tx, ticketID, jobID)
 	}
 	// The first message stands for the thread's root: a ticket that did not
 	// come by email gets a synthetic Message-ID that every reply references.
@@ -102,9 +113,7 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 		root = mail.NewRootMessageID(d.config.MailDomain, ticketID)
 	}
 	// The ticket as its row will hold it: the numbers taken, the
-	// transaction's time, the fields given. Only a customer's own new
-	// ticket is acknowledged, not one an agent opens for them.
-	ack := d.config.Ack != nil && !p.Automatic && !p.NoAutoReply && !author.IsAgent() && p.Held == ""
+	// transaction's time, the fields given.
 	ticket := &store.Ticket{ID: ticketID, CustomerID: p.CustomerID, Subject: p.Subject, Status: vocab.StatusOpen, CreatedAt: now,
 		UpdatedAt: now, LastCustomerMessageAt: &now}
 	var (

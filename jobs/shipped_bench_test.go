@@ -130,7 +130,7 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 	if err := start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	waiting := sampleLockWaits(pool)
+	waiting := storetest.SampleLockWaits(pool)
 	polls := awaitCompleted(b, pool, kind, done+n)
 	elapsed := time.Since(begin)
 	used, cpuRead := cpu()
@@ -155,42 +155,6 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 		m.CPU = used.PerUnit(n)
 	}
 	return m
-}
-
-// sampleLockWaits counts, every 20 ms until the returned function is
-// called, the database's sessions waiting on a lock (pg_stat_activity,
-// wait_event_type Lock: row locks, advisory locks, …), and returns their
-// mean and the number of samples taken (each a transaction).
-func sampleLockWaits(pool *pgxpool.Pool) func() (mean float64, samples int) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var total, count int
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			var n int
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-				return
-			}
-			total, count = total+n, count+1
-		}
-	}()
-	return func() (float64, int) {
-		cancel()
-		<-done
-		if count == 0 {
-			return 0, 0
-		}
-		return float64(total) / float64(count), count
-	}
 }
 
 // floors holds what each floor benchmark reached in this run, by the

@@ -41,14 +41,40 @@ func (b *Batch) ClaimAcknowledgement(address, ticketID string, l AckLimits, clai
 	})
 }
 
+// MayAcknowledge queues whether an acknowledgement to the address of
+// customer customerID is within the limits now, read without the claim's
+// lock; may gets the answer. A no stands: within its window a count only
+// grows (but for what leaves the window meanwhile), so a customer at its
+// limit, as one who writes often is, waits for no other claim and
+// composes nothing. A yes is ClaimAcknowledgement's to confirm, under the
+// lock. An unknown customer has nothing counted: yes.
+func (b *Batch) MayAcknowledge(customerID string, l AckLimits, may *bool) {
+	b.b.Queue(mayAcknowledgeSQL, customerID, l.PerAddress, l.Window, l.PerHour).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(may); err != nil {
+			return fmt.Errorf("acknowledgement of %s: %w", customerID, interpretError(err))
+		}
+		return nil
+	})
+}
+
 const lockAcknowledgementsSQL = `SELECT pg_advisory_xact_lock(hashtext('helpdesk.ack.' || lower($1)))`
 
-const claimAcknowledgementSQL = `WITH claim AS (INSERT INTO acknowledgements (address, ticket_id)
-		SELECT lower($1), $2
-		WHERE ($3 = 0 OR (SELECT count(*) FROM acknowledgements WHERE address = lower($1) AND sent_at > now() - $4::interval) < $3)
-		  AND ($5 = 0 OR (SELECT count(*) FROM acknowledgements WHERE sent_at > now() - interval '1 hour') < $5)
+// withinAckLimits is the condition that the acknowledgements to address
+// in the window (perAddress of them at most) and to everyone in the last
+// hour (perHour at most) leave room for one more; 0 bounds nothing.
+func withinAckLimits(address, perAddress, window, perHour string) string {
+	return `(` + perAddress + ` = 0 OR (SELECT count(*) FROM acknowledgements WHERE address = ` + address +
+		` AND sent_at > now() - ` + window + `::interval) < ` + perAddress + `)
+		AND (` + perHour + ` = 0 OR (SELECT count(*) FROM acknowledgements WHERE sent_at > now() - interval '1 hour') < ` + perHour + `)`
+}
+
+var (
+	claimAcknowledgementSQL = `WITH claim AS (INSERT INTO acknowledgements (address, ticket_id)
+		SELECT lower($1), $2 WHERE ` + withinAckLimits("lower($1)", "$3", "$4", "$5") + `
 		RETURNING 1)
 	SELECT EXISTS (SELECT 1 FROM claim)`
+	mayAcknowledgeSQL = `SELECT ` + withinAckLimits("(SELECT lower(email) FROM customers WHERE id = $1)", "$2", "$3", "$4")
+)
 
 // PruneAcknowledgements forgets acknowledgements older than window, which
 // no longer count toward any limit.

@@ -34,3 +34,39 @@ func AwaitBlockedBy(tb testing.TB, pool *pgxpool.Pool, holder uint32, done chan 
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// SampleLockWaits counts, every 20 ms until the returned function is
+// called, the database's sessions waiting on a lock (pg_stat_activity,
+// wait_event_type Lock: row locks, advisory locks, …), and returns their
+// mean and the number of samples taken (each a transaction).
+func SampleLockWaits(pool *pgxpool.Pool) func() (mean float64, samples int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var total, count int
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			var n int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+				return
+			}
+			total, count = total+n, count+1
+		}
+	}()
+	return func() (float64, int) {
+		cancel()
+		<-done
+		if count == 0 {
+			return 0, 0
+		}
+		return float64(total) / float64(count), count
+	}
+}
