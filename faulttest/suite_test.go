@@ -43,7 +43,7 @@ var (
 
 // binary is $HELPDESK_BIN (make faults builds it first), else the binary
 // built once for this test run.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	if bin := os.Getenv("HELPDESK_BIN"); bin != "" {
 		return bin
@@ -78,6 +78,16 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	// Every provider answer takes a little while, so that work is under
+	// way when a fault strikes.
+	settings := simulator.DefaultSettings()
+	settings.Mode, settings.SlowDelay = simulator.ModeSlow, simulator.Duration(50*time.Millisecond)
+	return newWorldWith(t, settings)
+}
+
+// newWorldWith is newWorld with a provider of these settings.
+func newWorldWith(t testing.TB, settings simulator.Settings) *world {
+	t.Helper()
 	w := &world{dbURL: storetest.NewURL(t)}
 	cmd := exec.Command(binary(t), "migrate")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+w.dbURL)
@@ -106,10 +116,6 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	w.agent = key
-	// Every provider answer takes a little while, so that work is under
-	// way when a fault strikes.
-	settings := simulator.DefaultSettings()
-	settings.Mode, settings.SlowDelay = simulator.ModeSlow, simulator.Duration(50*time.Millisecond)
 	if w.sim, err = simulator.Listen("127.0.0.1:0", settings); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +179,7 @@ type process struct {
 	log bytes.Buffer
 }
 
-func (w *world) start(t *testing.T, name string, overrides map[string]string) *process {
+func (w *world) start(t testing.TB, name string, overrides map[string]string) *process {
 	t.Helper()
 	p := &process{name: name, cmd: exec.Command(binary(t), "serve"), done: make(chan struct{})}
 	p.cmd.Env = w.env(overrides)
