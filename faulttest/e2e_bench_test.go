@@ -52,7 +52,7 @@ func BenchmarkServeEndToEnd(b *testing.B) {
 	// serve's own pool, not the fault suite's cap of ten connections.
 	serve := w.start(b, "serve", map[string]string{"DATABASE_URL": w.dbURL})
 
-	before := settledCommits(b, w)
+	before := storetest.SettledCommits(b, w.pool)
 	waiting := storetest.SampleLockWaits(w.pool)
 	b.ResetTimer()
 	begin := time.Now()
@@ -63,9 +63,9 @@ func BenchmarkServeEndToEnd(b *testing.B) {
 	meanWaiting, samples := waiting()
 	// The polls and the samples commit too, and so does the read of the
 	// count before: leave them out.
-	perTicket := float64(settledCommits(b, w)-before-int64(polls+samples)-1) / tickets
+	perTicket := float64(storetest.SettledCommits(b, w.pool)-before-int64(polls+samples)-1) / tickets
 	rate := tickets / elapsed.Seconds()
-	ceiling := oneRowCommitRate(b, w, 4000, clients) / perTicket
+	ceiling := storetest.OneRowCommitRate(b, w.pool, 4000, clients) / perTicket
 	b.ReportMetric(rate, "tickets/s")
 	b.ReportMetric(perTicket, "tx/ticket")
 	b.ReportMetric(ceiling, "ceiling_tickets/s")
@@ -129,46 +129,6 @@ func awaitTriaged(b *testing.B, w *world, n int) (polls int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// settledCommits reads the database's committed transactions, after
-// PostgreSQL 15's backends had the time to flush their counts (an idle
-// backend flushes within 10 s).
-func settledCommits(b *testing.B, w *world) int64 {
-	b.Helper()
-	time.Sleep(11 * time.Second)
-	var n int64
-	if err := w.pool.QueryRow(context.Background(), `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
-		b.Fatal(err)
-	}
-	return n
-}
-
-// oneRowCommitRate is the commit-bound baseline: n one-row INSERTs, each
-// its own transaction, from clients connections at once, a second.
-func oneRowCommitRate(b *testing.B, w *world, n, clients int) float64 {
-	b.Helper()
-	ctx := context.Background()
-	if _, err := w.pool.Exec(ctx, `CREATE TABLE bench_commits (id bigserial PRIMARY KEY, n int NOT NULL)`); err != nil {
-		b.Fatal(err)
-	}
-	var (
-		next atomic.Int64
-		wg   sync.WaitGroup
-	)
-	begin := time.Now()
-	for range clients {
-		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				if _, err := w.pool.Exec(ctx, `INSERT INTO bench_commits (n) VALUES (1)`); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return float64(n) / time.Since(begin).Seconds()
 }
 
 // peakRSS is a process's peak resident memory (VmHWM) in bytes; false

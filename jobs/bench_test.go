@@ -262,7 +262,7 @@ func BenchmarkEmailThroughput(b *testing.B) {
 	b.Run("FloorTwoCommitsAroundASendAsShipped", func(b *testing.B) {
 		bundle := jobstest.Setup(b)
 		srv := smtptest.Start(b)
-		commit := oneRowCommits(b, bundle.Pool)
+		commit := storetest.OneRowCommits(b, bundle.Pool)
 		work := func(ctx context.Context) error {
 			if err := commit(ctx); err != nil {
 				return err

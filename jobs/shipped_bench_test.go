@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,19 +16,6 @@ import (
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
-
-// settledCommits reads the database's committed transactions so far,
-// after PostgreSQL 15's backends had the time to flush their counts (an
-// idle backend flushes within 10 s).
-func settledCommits(tb testing.TB, pool *pgxpool.Pool) int64 {
-	tb.Helper()
-	time.Sleep(11 * time.Second)
-	var n int64
-	if err := pool.QueryRow(context.Background(), `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
-		tb.Fatal(err)
-	}
-	return n
-}
 
 // queueTickets adds the customer and writes n tickets of theirs, each
 // with the customer's message and its triage job, which the ticket names,
@@ -79,43 +64,6 @@ func queueMoreTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, cust
 	}
 }
 
-// oneRowCommits returns a function that commits one row into a table of
-// the benchmark's own: the least a transaction that writes does.
-func oneRowCommits(tb testing.TB, pool *pgxpool.Pool) func(context.Context) error {
-	tb.Helper()
-	if _, err := pool.Exec(context.Background(), `CREATE TABLE IF NOT EXISTS bench_commits (id bigserial PRIMARY KEY, n int NOT NULL)`); err != nil {
-		tb.Fatal(err)
-	}
-	return func(ctx context.Context) error {
-		_, err := pool.Exec(ctx, `INSERT INTO bench_commits (n) VALUES (1)`)
-		return err
-	}
-}
-
-// bareCommitRate is the commit-bound baseline: one-row INSERTs, each its
-// own transaction, from 16 connections at once.
-func bareCommitRate(tb testing.TB, pool *pgxpool.Pool, n int) float64 {
-	tb.Helper()
-	commit := oneRowCommits(tb, pool)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	begin := time.Now()
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if err := commit(context.Background()); err != nil {
-					tb.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return float64(n) / time.Since(begin).Seconds()
-}
-
 // againstCeiling runs n queued jobs of kind from start until they are
 // completed, and reports tickets/s, the transactions committed per ticket
 // (pg_stat_database.xact_commit), the commit-bound ceiling (bare one-row
@@ -123,7 +71,7 @@ func bareCommitRate(tb testing.TB, pool *pgxpool.Pool, n int) float64 {
 // ratio of the two.
 func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start, stop func(context.Context) error) storetest.Measured {
 	done := completedJobs(b, pool, kind)
-	before := settledCommits(b, pool)
+	before := storetest.SettledCommits(b, pool)
 	b.ResetTimer()
 	cpu := storetest.MeasureCPU(b, pool)
 	begin := time.Now()
@@ -141,10 +89,10 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 	_ = stop(stopCtx)
 	// The polls above commit too, and so do the samples, the CPU meter's
 	// two reads of the backends and a read of the count: leave them out.
-	perTicket := float64(settledCommits(b, pool)-before-int64(polls)-int64(samples)-3) / float64(n)
+	perTicket := float64(storetest.SettledCommits(b, pool)-before-int64(polls)-int64(samples)-3) / float64(n)
 	b.ReportMetric(meanWaiting, "lock_waiting")
 	rate := float64(n) / elapsed.Seconds()
-	ceiling := bareCommitRate(b, pool, 4000) / perTicket
+	ceiling := storetest.OneRowCommitRate(b, pool, 4000, 16) / perTicket
 	b.ReportMetric(rate, "tickets/s")
 	b.ReportMetric(perTicket, "tx/ticket")
 	b.ReportMetric(ceiling, "ceiling_tickets/s")
@@ -196,7 +144,7 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 	// code doing more gets above its ratio on this machine.
 	b.Run("FloorThreeCallsThreeCommits", func(b *testing.B) {
 		bundle := jobstest.Setup(b)
-		commit := oneRowCommits(b, bundle.Pool)
+		commit := storetest.OneRowCommits(b, bundle.Pool)
 		ticket := provider.Ticket{ID: "T-500001", Subject: "Charge", CustomerName: "Bench",
 			Messages: []string{"My card was charged twice for the same invoice; please refund one of them."}}
 		work := func(ctx context.Context) error {
