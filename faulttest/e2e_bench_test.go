@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/helpdesk-dev/helpdesk/api"
+	"github.com/helpdesk-dev/helpdesk/jobs"
+	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
 	"github.com/helpdesk-dev/helpdesk/provider/simulator"
 	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
@@ -57,7 +59,7 @@ func BenchmarkServeEndToEnd(b *testing.B) {
 	b.ResetTimer()
 	begin := time.Now()
 	postTickets(b, serve.url, key, tickets, clients)
-	polls := awaitTriaged(b, w, tickets)
+	polls := jobstest.AwaitCompleted(b, w.pool, jobs.TriageArgs{}.Kind(), tickets)
 	elapsed := time.Since(begin)
 	b.StopTimer()
 	meanWaiting, samples := waiting()
@@ -110,24 +112,6 @@ func postTickets(b *testing.B, baseURL, key string, n, clients int) {
 	wg.Wait()
 	if b.Failed() {
 		b.FailNow()
-	}
-}
-
-// awaitTriaged waits until n triage jobs are completed and none is left,
-// and returns how many times it asked (each a transaction).
-func awaitTriaged(b *testing.B, w *world, n int) (polls int) {
-	b.Helper()
-	for {
-		var done, left int
-		if err := w.pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE state = 'completed'),
-			count(*) FILTER (WHERE state NOT IN ('completed', 'cancelled', 'discarded')) FROM river_job WHERE kind = 'triage'`).Scan(&done, &left); err != nil {
-			b.Fatal(err)
-		}
-		polls++
-		if done >= n && left == 0 {
-			return polls
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

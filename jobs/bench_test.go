@@ -94,14 +94,14 @@ func benchJobs(b *testing.B, bundle *jobstest.Bundle, queue string, workers int,
 // and the CPU each unit cost (storetest.CPU).
 func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n int, start, stop func(context.Context) error) storetest.Measured {
 	ctx := context.Background()
-	before := completedJobs(b, pool, kind)
+	before := jobstest.CompletedJobs(b, pool, kind)
 	b.ResetTimer()
 	cpu := storetest.MeasureCPU(b, pool)
 	begin := time.Now()
 	if err := start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	awaitCompleted(b, pool, kind, before+n)
+	jobstest.AwaitCompleted(b, pool, kind, before+n)
 	elapsed := time.Since(begin)
 	used, cpuRead := cpu()
 	b.StopTimer()
@@ -115,29 +115,6 @@ func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n in
 	defer cancel()
 	_ = stop(stopCtx)
 	return m
-}
-
-// awaitCompleted waits until n jobs of the kind are completed and returns
-// how many times it counted (each count is a transaction of its own).
-func awaitCompleted(b *testing.B, pool *pgxpool.Pool, kind string, n int) (counts int) {
-	for {
-		counts++
-		if completedJobs(b, pool, kind) >= n {
-			return counts
-		}
-		// Each count reads every job of the kind: counting more often
-		// takes from the path measured more than it adds to the time.
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// completedJobs counts the completed jobs of the kind.
-func completedJobs(b *testing.B, pool *pgxpool.Pool, kind string) int {
-	var done int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE state = 'completed' AND kind = $1`, kind).Scan(&done); err != nil {
-		b.Fatal(err)
-	}
-	return done
 }
 
 // warmUpJobs is how many jobs warmUp runs.
@@ -154,12 +131,12 @@ const warmUpJobs = 500
 // connections open. The floor is warmed the same way.
 func warmUp(b *testing.B, pool *pgxpool.Pool, kind string, start, stop func(context.Context) error) {
 	b.Helper()
-	before := completedJobs(b, pool, kind)
+	before := jobstest.CompletedJobs(b, pool, kind)
 	ctx := context.Background()
 	if err := start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	awaitCompleted(b, pool, kind, before+warmUpJobs)
+	jobstest.AwaitCompleted(b, pool, kind, before+warmUpJobs)
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := stop(stopCtx); err != nil {

@@ -41,7 +41,7 @@ func BenchmarkTriageAtAMillion(b *testing.B) {
 		if err := w.Start(bundle.Ctx); err != nil {
 			b.Fatal(err)
 		}
-		awaitCompleted(b, bundle.Pool, kind, before+tickets)
+		jobstest.AwaitCompleted(b, bundle.Pool, kind, before+tickets)
 		elapsed := time.Since(begin)
 		b.StopTimer()
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -70,7 +70,7 @@ func queueMoreTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, cust
 // INSERT commits/s at 16 connections ÷ transactions per ticket) and the
 // ratio of the two.
 func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start, stop func(context.Context) error) storetest.Measured {
-	done := completedJobs(b, pool, kind)
+	done := jobstest.CompletedJobs(b, pool, kind)
 	before := storetest.SettledCommits(b, pool)
 	b.ResetTimer()
 	cpu := storetest.MeasureCPU(b, pool)
@@ -79,7 +79,7 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 		b.Fatal(err)
 	}
 	waiting := storetest.SampleLockWaits(pool)
-	polls := awaitCompleted(b, pool, kind, done+n)
+	polls := jobstest.AwaitCompleted(b, pool, kind, done+n)
 	elapsed := time.Since(begin)
 	used, cpuRead := cpu()
 	b.StopTimer()

@@ -335,3 +335,29 @@ func (l *LogBuffer) Lines() []map[string]any {
 	}
 	return out
 }
+
+// AwaitCompleted waits until n jobs of the kind are completed and returns
+// how many times it counted (each count a transaction, for a benchmark
+// that counts transactions to leave out).
+func AwaitCompleted(tb testing.TB, pool *pgxpool.Pool, kind string, n int) (counts int) {
+	tb.Helper()
+	for {
+		counts++
+		if CompletedJobs(tb, pool, kind) >= n {
+			return counts
+		}
+		// Each count reads every job of the kind: counting more often
+		// takes from the path measured more than it adds to the time.
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// CompletedJobs counts the completed jobs of the kind.
+func CompletedJobs(tb testing.TB, pool *pgxpool.Pool, kind string) int {
+	tb.Helper()
+	var done int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE state = 'completed' AND kind = $1`, kind).Scan(&done); err != nil {
+		tb.Fatal(err)
+	}
+	return done
+}
