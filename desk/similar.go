@@ -191,31 +191,20 @@ func (s *memorySimilarity) rebuild(ctx context.Context) (*vectors.Index, error) 
 	return ix, nil
 }
 
-// refresh applies to ix what changed since the last look: the ids of the
-// tickets changed by a transaction at or past the last horizon, then, for
-// those not seen as that transaction left them, their vectors.
+// refresh applies to ix what changed since the last look, in one read:
+// the tickets changed by a transaction at or past the last horizon, with
+// their vectors, but for those seen already as that transaction left them.
 func (s *memorySimilarity) refresh(ctx context.Context, ix *vectors.Index) error {
-	st := store.New(s.pool)
 	s.mu.Lock()
 	since := s.horizon
+	seen := make([]store.TicketChange, 0, len(s.recent))
+	for id, by := range s.recent {
+		seen = append(seen, store.TicketChange{ID: id, ChangedBy: by})
+	}
 	s.mu.Unlock()
-	changes, next, err := st.TicketChangesSince(ctx, since)
+	rows, next, err := store.New(s.pool).VectorsChangedSince(ctx, since, seen)
 	if err != nil {
 		return err
-	}
-	s.mu.Lock()
-	var stale []string
-	for _, c := range changes {
-		if seen, ok := s.recent[c.ID]; !ok || seen != c.ChangedBy {
-			stale = append(stale, c.ID)
-		}
-	}
-	s.mu.Unlock()
-	var rows []store.TicketVector
-	if len(stale) > 0 {
-		if rows, err = st.TicketVectors(ctx, stale); err != nil {
-			return err
-		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

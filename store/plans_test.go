@@ -38,7 +38,7 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 		func() error {
 			h, err := st.ChangeHorizon(ctx)
 			if err == nil {
-				_, _, err = st.TicketChangesSince(ctx, h)
+				_, _, err = st.VectorsChangedSince(ctx, h, []store.TicketChange{{ID: first, ChangedBy: h}})
 			}
 			return err
 		},

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
@@ -221,4 +222,79 @@ func TestAPossibleDuplicateIsMarkedWithTheVectorAndFollowsAMerge(t *testing.T) {
 	if after, err := st.GetTicket(ctx, third); err != nil || !after.UpdatedAt.After(before.UpdatedAt) {
 		t.Errorf("the ticket whose mark moved: updated %v, then %v (%v); want later", before.UpdatedAt, after.UpdatedAt, err)
 	}
+}
+
+// TestARefreshReadsInOneStatementWhatItHasNotSeen: the tickets changed
+// since a horizon come with their vectors, but for those the caller saw
+// as their last transaction left them; the horizon comes back also when
+// nothing changed, and never goes back.
+func TestARefreshReadsInOneStatementWhatItHasNotSeen(t *testing.T) {
+	t.Parallel()
+	pool, st := team(t)
+	ctx := context.Background()
+	a, b := newTicket(t, st), newTicket(t, st)
+	newTicket(t, st) // not embedded
+	for _, id := range []string{a, b} {
+		if err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			tx.Later(func(q *store.Batch) { q.SetTicketEmbedding(id, []float32{1, 0}, "") })
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(since int64, seen []store.TicketChange) ([]store.TicketVector, int64) {
+		t.Helper()
+		ctx, trips := storetest.CountTrips(ctx)
+		changed, next, err := st.VectorsChangedSince(ctx, since, seen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := trips.Statements(); len(n) != 1 {
+			t.Errorf("%d statements, want 1", len(n))
+		}
+		return changed, next
+	}
+	ids := func(vs []store.TicketVector) (out []string) {
+		for _, v := range vs {
+			out = append(out, v.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	all, first := read(0, nil)
+	t.Run("EveryEmbeddedTicketChangedSinceTheStartComesWithItsVector", func(t *testing.T) {
+		if want := []string{a, b}; !slices.Equal(ids(all), want) {
+			t.Errorf("changed %v, want %v", ids(all), want)
+		}
+		for _, v := range all {
+			if !slices.Equal(v.Embedding, []float32{1, 0}) || v.Status != vocab.StatusOpen || v.ChangedBy == 0 {
+				t.Errorf("%+v, want its vector, its status and the transaction that wrote it", v)
+			}
+		}
+		if first == 0 {
+			t.Error("no horizon")
+		}
+	})
+	seen := make([]store.TicketChange, len(all))
+	for i, v := range all {
+		seen[i] = store.TicketChange{ID: v.ID, ChangedBy: v.ChangedBy}
+	}
+	t.Run("WhatWasSeenAsItsTransactionLeftItIsNotReadAgain", func(t *testing.T) {
+		if changed, next := read(0, seen); len(changed) != 0 || next < first {
+			t.Errorf("changed %v and horizon %d, want none and a horizon of at least %d", ids(changed), next, first)
+		}
+	})
+	if err := st.SetTicketStatus(ctx, b, vocab.StatusPending); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("ATicketChangedAgainIsReadAgain", func(t *testing.T) {
+		changed, next := read(0, seen)
+		if len(changed) != 1 || changed[0].ID != b || changed[0].Status != vocab.StatusPending {
+			t.Errorf("changed %+v, want %s alone, pending", changed, b)
+		}
+		if next < first {
+			t.Errorf("horizon %d went back from %d", next, first)
+		}
+	})
 }
