@@ -16,18 +16,26 @@ import (
 // it (the assignee, or every active agent of the team when nobody is
 // assigned). A job that a newer customer message replaced tells nobody;
 // the newer one will. Without a way to send mail, no agent is mailed.
+//
+// Whom to tell, with the numbers of their mails, and the thread those
+// mails join come with the ticket's reads: telling a team costs the
+// transaction no trip of its own, however many agents hear of it. The
+// mails of one transaction thread under the ticket's earlier mail to
+// agents, not under each other: each goes to another agent.
 func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, triageJobID int64) error {
 	var (
 		t        store.Ticket
 		customer store.Customer
 		newest   *store.Message
-		agents   []*store.Agent
+		agents   []store.AgentToMail
+		thread   agentThread
 		reads    store.Batch
 	)
 	reads.GetTicket(ticketID, &t)
 	reads.CustomerOfTicket(ticketID, &customer)
 	reads.NewestInbound(ticketID, &newest)
-	reads.AgentsToTell(ticketID, &agents)
+	reads.AgentsToMail(ticketID, &agents)
+	thread.read(&reads, ticketID)
 	if err := tx.Store().Send(ctx, &reads); err != nil {
 		return err
 	}
@@ -37,11 +45,25 @@ func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, tri
 	}
 	text, htmlBody := notificationBody(&t, &customer, newest, d.howToAnswer(&t))
 	for _, a := range agents {
-		if err := d.mailAgentTx(ctx, tx, &t, a, notificationSubject(&t), text, htmlBody); err != nil {
+		if err := d.writeAgentMailTx(ctx, tx, &t, a, thread, notificationSubject(&t), text, htmlBody); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// agentThread is what a mail to an agent about a ticket is threaded and
+// dated by: the Message-IDs of the ticket's earlier mail to agents, and
+// the transaction's time.
+type agentThread struct {
+	refs []string
+	now  time.Time
+}
+
+// read queues the reads of the ticket's thread to agents.
+func (th *agentThread) read(reads *store.Batch, ticketID string) {
+	reads.NotificationIDs(ticketID, &th.refs)
+	reads.Now(&th.now)
 }
 
 // mailAgentTx writes a mail to an agent about the ticket: a message on the
@@ -51,20 +73,23 @@ func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, tri
 // nothing.
 func (d *Desk) mailAgentTx(ctx context.Context, tx *store.Tx, t *store.Ticket, a *store.Agent, subject, text, htmlBody string) error {
 	var (
-		refs      []string
-		messageID int64
-		jobID     int64
-		now       time.Time
-		reads     store.Batch
+		thread agentThread
+		to     = store.AgentToMail{Agent: a}
+		reads  store.Batch
 	)
-	reads.NotificationIDs(t.ID, &refs)
-	reads.NextMessageID(&messageID)
-	reads.NextJobID(&jobID)
-	reads.Now(&now)
+	thread.read(&reads, t.ID)
+	reads.NextMessageID(&to.MessageID)
+	reads.NextJobID(&to.JobID)
 	if err := tx.Store().Send(ctx, &reads); err != nil {
 		return err
 	}
-	if err := d.jobs.QueueNotifyAtCommit(tx, messageID, t.ID, jobID); errors.Is(err, ErrNoRelay) {
+	return d.writeAgentMailTx(ctx, tx, t, to, thread, subject, text, htmlBody)
+}
+
+// writeAgentMailTx is mailAgentTx with its reads made: the mail's numbers
+// (to's) and its thread.
+func (d *Desk) writeAgentMailTx(ctx context.Context, tx *store.Tx, t *store.Ticket, to store.AgentToMail, thread agentThread, subject, text, htmlBody string) error {
+	if err := d.jobs.QueueNotifyAtCommit(tx, to.MessageID, t.ID, to.JobID); errors.Is(err, ErrNoRelay) {
 		return nil
 	} else if err != nil {
 		return err
@@ -74,13 +99,13 @@ func (d *Desk) mailAgentTx(ctx context.Context, tx *store.Tx, t *store.Ticket, a
 		return err
 	}
 	id := mail.NewMessageID(d.config.MailDomain)
-	out := d.agentMail(from, t, a, messageID, id, now, refs, subject, text, htmlBody)
+	out := d.agentMail(from, t, to.Agent, to.MessageID, id, thread.now, thread.refs, subject, text, htmlBody)
 	raw, err := out.Render()
 	if err != nil {
 		return err
 	}
-	d.keepRendered(tx, &store.InsertMessageParams{ID: messageID, TicketID: t.ID, Direction: vocab.DirectionNotification,
-		Author: vocab.System, Body: text, EmailMessageID: &id}, jobID, store.Recipient{Address: a.Email, Kind: "to"}, out, raw)
+	d.keepRendered(tx, &store.InsertMessageParams{ID: to.MessageID, TicketID: t.ID, Direction: vocab.DirectionNotification,
+		Author: vocab.System, Body: text, EmailMessageID: &id}, to.JobID, store.Recipient{Address: to.Email, Kind: "to"}, out, raw)
 	return nil
 }
 

@@ -65,10 +65,15 @@ const agentColumns = `a.name, a.display_name, a.email, a.signature, a.admin, a.d
 
 func scanAgent(row pgx.Row) (*Agent, error) {
 	var a Agent
-	if err := row.Scan(&a.Name, &a.DisplayName, &a.Email, &a.Signature, &a.Admin, &a.DisabledAt, &a.CreatedAt, &a.Teams); err != nil {
+	if err := row.Scan(a.fields()...); err != nil {
 		return nil, interpretError(err)
 	}
 	return &a, nil
+}
+
+// fields are where a row of agentColumns is scanned.
+func (a *Agent) fields() []any {
+	return []any{&a.Name, &a.DisplayName, &a.Email, &a.Signature, &a.Admin, &a.DisabledAt, &a.CreatedAt, &a.Teams}
 }
 
 // GetAgent returns the agent with the given name, or ErrNotFound.
@@ -131,13 +136,7 @@ func (s *Store) TeamAgents(ctx context.Context, team string) ([]*Agent, error) {
 // AgentsToTell queues the read of who hears of the ticket: its assignee
 // if active, else the active agents of its team, by name; into gets them.
 func (b *Batch) AgentsToTell(ticketID string, into *[]*Agent) {
-	b.b.Queue(`WITH t AS (SELECT assignee, team FROM tickets WHERE id = $1),
-		assignee AS (SELECT a.name FROM agents a, t WHERE a.name = t.assignee AND a.disabled_at IS NULL)
-		SELECT `+agentColumns+` FROM agents a
-		WHERE a.name IN (SELECT name FROM assignee)
-		   OR (NOT EXISTS (SELECT 1 FROM assignee) AND a.disabled_at IS NULL
-		       AND a.name IN (SELECT g.agent FROM agent_teams g, t WHERE g.team = t.team))
-		ORDER BY a.name`, ticketID).Query(func(rows pgx.Rows) error {
+	b.b.Queue(agentsToTellSQL(""), ticketID).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Agent, error) { return scanAgent(row) })
 		if err != nil {
 			return fmt.Errorf("agents of %s: %w", ticketID, err)
@@ -145,6 +144,48 @@ func (b *Batch) AgentsToTell(ticketID string, into *[]*Agent) {
 		*into = list
 		return nil
 	})
+}
+
+// AgentToMail is an agent who hears of a ticket, with the numbers of the
+// mail that tells them: its message's and its job's.
+type AgentToMail struct {
+	*Agent
+	MessageID, JobID int64
+}
+
+// AgentsToMail queues AgentsToTell with the numbers of each one's mail,
+// drawn in the same statement, so that telling them needs no trip of its
+// own to number their mails. A number drawn for a mail that is not
+// written is a gap in its sequence, as a rollback leaves.
+func (b *Batch) AgentsToMail(ticketID string, into *[]AgentToMail) {
+	b.b.Queue(agentsToTellSQL(`, nextval(pg_get_serial_sequence('messages', 'id')), nextval(pg_get_serial_sequence('river_job', 'id'))`),
+		ticketID).Query(func(rows pgx.Rows) error {
+		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AgentToMail, error) {
+			var (
+				a Agent
+				m = AgentToMail{Agent: &a}
+			)
+			err := row.Scan(append(a.fields(), &m.MessageID, &m.JobID)...)
+			return m, err
+		})
+		if err != nil {
+			return fmt.Errorf("agents of %s: %w", ticketID, err)
+		}
+		*into = list
+		return nil
+	})
+}
+
+// agentsToTellSQL selects the agents who hear of ticket $1 (agentColumns,
+// then more): its assignee if active, else the active agents of its team.
+func agentsToTellSQL(more string) string {
+	return `WITH t AS (SELECT assignee, team FROM tickets WHERE id = $1),
+		assignee AS (SELECT a.name FROM agents a, t WHERE a.name = t.assignee AND a.disabled_at IS NULL)
+		SELECT ` + agentColumns + more + ` FROM agents a
+		WHERE a.name IN (SELECT name FROM assignee)
+		   OR (NOT EXISTS (SELECT 1 FROM assignee) AND a.disabled_at IS NULL
+		       AND a.name IN (SELECT g.agent FROM agent_teams g, t WHERE g.team = t.team))
+		ORDER BY a.name`
 }
 
 // SetSignature replaces the agent's signature; ErrNotFound for an unknown agent.
