@@ -160,6 +160,31 @@ func TestRoundTrips(t *testing.T) {
 			// each of its indexes: the classification and the assignee share one.
 			oneUpdateOfTheTicket(t, trips)
 		}},
+		// A mail written rendered (here an agent's notification): the mail
+		// with its attempt marked, the outcome.
+		{"TheDeliveryOfAMailKeptRendered", 2, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
+			w.agent(t, "alice", "billing")
+			for _, r := range []*desk.TriageResult{
+				{Task: desk.TaskClassify, Output: "{}", Classification: &provider.Classification{Team: "billing", Priority: 2}},
+				{Task: desk.TaskDraftReply, Output: "Hello", Draft: "Hello", Last: true},
+			} {
+				r.JobID, r.TicketID, r.ProviderName = *ticket.TriageJobID, ticket.ID, "p"
+				if _, err := w.desk.SaveTriageStep(w.ctx, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var id, jobID int64
+			if err := w.pool.QueryRow(w.ctx, `SELECT e.message_id, e.job_id FROM outbound_emails e JOIN messages m ON m.id = e.message_id
+				WHERE m.ticket_id = $1 AND m.direction = 'notification'`, ticket.ID).Scan(&id, &jobID); err != nil {
+				t.Fatal(err)
+			}
+			if n := w.desk.Deliver(ctx, desk.Attempt{JobID: jobID, MessageID: id, Attempt: 1, MaxAttempts: 3}); n.Step != desk.Done {
+				t.Fatalf("step %+v", n)
+			}
+			if got := w.smtp.Deliveries(); len(got) != 1 {
+				t.Fatalf("%d mails sent, want the notification", len(got))
+			}
+		}},
 		// The mail with what renders it, the bytes kept with the attempt marked, the outcome.
 		{"TheFirstDeliveryOfAReply", 3, false, func(ctx context.Context, t *testing.T, w *world, ticket *store.Ticket, trips *storetest.Trips) {
 			msg, jobID, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "B"})

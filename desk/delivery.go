@@ -80,9 +80,16 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 	)
 	reads.GetOutboundEmail(a.MessageID, &em)
 	reads.GetMessage(a.MessageID, &msg)
-	var early *replyParts
+	var (
+		early       *replyParts
+		markedEarly bool
+	)
 	if a.TicketID != "" {
 		early = queueRenderReads(&reads, a.TicketID, a.MessageID)
+	} else {
+		// A mail whose bytes are kept, as it most often is here, has its
+		// attempt marked with these reads when nothing else comes first.
+		reads.MarkSendingIfDue(a.MessageID, dc.Sender.Name(), dc.GiveUpAfter, &markedEarly)
 	}
 	err := st.Send(ctx, &reads)
 	if errors.Is(err, store.ErrNotFound) && early != nil && msg.ID == a.MessageID {
@@ -107,7 +114,9 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 		return done() // sent to everyone already: a duplicate delivery of the job
 	}
 
-	if age := time.Since(em.QueuedAt); age > dc.GiveUpAfter {
+	// Marked, the mail was young enough by the database's clock, which
+	// this one does not overrule.
+	if age := time.Since(em.QueuedAt); age > dc.GiveUpAfter && !markedEarly {
 		return d.giveUp(ctx, &em, &msg, age)
 	}
 	// An address that bounced for good is not tried again until it is
@@ -122,27 +131,32 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 	}
 
 	// The bytes are kept before the first send, and the attempt is marked
-	// as starting in the same statement, unless the relay is troubled.
-	var (
-		keep   store.Batch
-		kept   store.Kept
-		marked bool
-	)
-	if em.Rendered == nil {
-		out, raw, stop := d.render(ctx, from, &em, &msg, early)
-		if stop != nil {
-			return *stop
+	// as starting in the same statement, unless the relay is troubled;
+	// bytes kept already were marked with the reads, when nothing came
+	// first. (Bytes that another attempt kept between the reads and that
+	// mark are read by neither: this attempt keeps and marks as if unmarked.)
+	marked := markedEarly && em.Rendered != nil
+	if !marked {
+		var (
+			keep store.Batch
+			kept store.Kept
+		)
+		if em.Rendered == nil {
+			out, raw, stop := d.render(ctx, from, &em, &msg, early)
+			if stop != nil {
+				return *stop
+			}
+			// Another delivery's bytes, kept first, win: the row says which.
+			keep.KeepRenderedAndMarkSending(em.MessageID, out.InReplyTo, out.References, raw, resendsUncertain, dc.Sender.Name(), &kept)
+		} else {
+			keep.MarkSendingUnlessRelayTroubled(em.MessageID, resendsUncertain, dc.Sender.Name(), &marked)
 		}
-		// Another delivery's bytes, kept first, win: the row says which.
-		keep.KeepRenderedAndMarkSending(em.MessageID, out.InReplyTo, out.References, raw, resendsUncertain, dc.Sender.Name(), &kept)
-	} else {
-		keep.MarkSendingUnlessRelayTroubled(em.MessageID, resendsUncertain, dc.Sender.Name(), &marked)
-	}
-	if err := st.Send(ctx, &keep); err != nil {
-		return retry(err)
-	}
-	if em.Rendered == nil {
-		em.Rendered, em.InReplyTo, em.References, marked = kept.Rendered, kept.InReplyTo, kept.References, kept.Marked
+		if err := st.Send(ctx, &keep); err != nil {
+			return retry(err)
+		}
+		if em.Rendered == nil {
+			em.Rendered, em.InReplyTo, em.References, marked = kept.Rendered, kept.InReplyTo, kept.References, kept.Marked
+		}
 	}
 
 	// A relay that is down, or asked anyone to slow down, is left alone

@@ -263,6 +263,38 @@ func (b *Batch) MarkSendingUnlessRelayTroubled(messageID int64, resendsUncertain
 	})
 }
 
+// MarkSendingIfDue queues, behind the reads of a delivery's first trip,
+// MarkSendingUnlessRelayTroubled for a mail that needs nothing else
+// before its send: its bytes kept, a recipient to send to and none of
+// those on the suppression list, queued no more than giveUpAfter ago, and
+// a relay that is not troubled. The attempt's mark then commits with its
+// reads, and a mail written rendered (an agent's notification, an
+// acknowledgement) or being retried costs its delivery one transaction
+// before the send, not two; marked says whether it marked. A mail not
+// marked is left as it was, for the attempt to decide as before.
+func (b *Batch) MarkSendingIfDue(messageID int64, relay string, giveUpAfter time.Duration, marked *bool) {
+	b.b.Queue(markSendingIfDueSQL, messageID, DeliverySending, relay, giveUpAfter, RecipientPending, RecipientUncertain).
+		Exec(func(tag pgconn.CommandTag) error {
+			*marked = tag.RowsAffected() == 1
+			return nil
+		})
+}
+
+// The recipients' conditions are those the attempt reads: to send to, a
+// recipient pending or uncertain; suppressed, one on the list
+// (recipientsSelect).
+const markSendingIfDueSQL = `WITH due AS (
+		SELECT bool_or(r.state = $6) AS uncertain,
+			bool_or(EXISTS (SELECT 1 FROM suppressions p WHERE p.address = lower(r.address) AND p.expires_at > now())) AS suppressed
+		FROM outbound_recipients r WHERE r.message_id = $1 AND r.state IN ($5, $6)
+		HAVING count(*) > 0
+	)
+	UPDATE outbound_emails e SET state = $2, attempts = e.attempts + 1,
+		uncertain_resends = e.uncertain_resends + CASE WHEN due.uncertain THEN 1 ELSE 0 END, updated_at = now()
+	FROM due
+	WHERE e.message_id = $1 AND e.rendered IS NOT NULL AND NOT due.suppressed AND e.queued_at >= now() - $4::interval
+		AND NOT EXISTS (SELECT 1 FROM smtp_relays WHERE relay = $3 AND (` + relayTroubledCondition + `))`
+
 // Kept is what a delivery's row holds after KeepRenderedAndMarkSending.
 type Kept struct {
 	Rendered   []byte

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/vocab"
@@ -95,15 +96,103 @@ func TestADeliverysStatementsSettleOnOnePlan(t *testing.T) {
 			plansKept(t, pool, func(run int, b *store.Batch) {
 				id := int64(100 + 37*run)
 				var (
-					em   store.OutboundEmail
-					kept store.Kept
+					em     store.OutboundEmail
+					kept   store.Kept
+					marked bool
 				)
 				b.GetOutboundEmail(id, &em)
+				b.MarkSendingIfDue(id, "relay", time.Hour, &marked)
 				b.KeepRenderedAndMarkSending(id, "<a@example.com>", []string{"<a@example.com>"}, []byte("Subject: Parcel\r\n\r\nOn its way."),
 					false, "relay", &kept)
 				b.RecordAttempt(id, &store.AttemptResult{State: store.DeliverySent, Recipients: []store.RecipientResult{
 					{Address: fmt.Sprintf("c%d@example.com", id), State: store.RecipientSent, SMTPCode: 250}}})
 			})
+		})
+	}
+}
+
+// TestAMailKeptRenderedIsMarkedWithItsReadsOnlyWhenNothingComesFirst:
+// MarkSendingIfDue marks an attempt as starting only where the attempt
+// would mark it after reading: bytes kept, a recipient to send to, none
+// of those suppressed, the mail young enough, the relay not troubled.
+// Anything else is left as it was, for the attempt to decide.
+func TestAMailKeptRenderedIsMarkedWithItsReadsOnlyWhenNothingComesFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, st := withAda(t)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO tickets (id, customer_id, subject) VALUES ('T-1', 'C-0001', 'Parcel')`)
+	for _, tc := range []struct {
+		name        string
+		setup       string // SQL run on mail $1 (to c$1@example.com) before the mark; "" for none
+		relay       string
+		marks       bool
+		uncertainly bool
+	}{
+		{name: "ABytesKeptMailToAPendingRecipient", marks: true},
+		{name: "AResendToARecipientWhoseOutcomeIsUnknown", setup: `UPDATE outbound_recipients SET state = 'uncertain' WHERE message_id = $1`,
+			marks: true, uncertainly: true},
+		{name: "AMailStillToRender", setup: `UPDATE outbound_emails SET rendered = NULL WHERE message_id = $1`},
+		{name: "AMailSentToEveryone", setup: `UPDATE outbound_recipients SET state = 'sent' WHERE message_id = $1`},
+		{name: "AMailToASuppressedAddress", setup: `INSERT INTO suppressions (address, status, expires_at)
+			SELECT 'c' || $1::bigint || '@example.com', '5.1.1', now() + interval '1 day'`},
+		{name: "AMailToAnAddressWhoseSuppressionEnded", setup: `INSERT INTO suppressions (address, status, expires_at)
+			SELECT 'c' || $1::bigint || '@example.com', '5.1.1', now() - interval '1 second'`, marks: true},
+		{name: "AMailTooOld", setup: `UPDATE outbound_emails SET queued_at = now() - interval '2 hours' WHERE message_id = $1`},
+		{name: "AMailThroughARelayThatAskedToSlowDown", relay: "slow", marks: false},
+		{name: "AMailThroughAnotherRelay", relay: "fine", marks: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var id int64
+			if err := pool.QueryRow(ctx, `INSERT INTO messages (ticket_id, direction, author, body) VALUES ('T-1', 'notification', 'system', 'B')
+				RETURNING id`).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			exec(`INSERT INTO outbound_emails (message_id, from_address, rendered) VALUES ($1, 'support@example.com', $2)`, id, []byte("Subject: S\r\n\r\nB"))
+			exec(`INSERT INTO outbound_recipients (message_id, address, kind) VALUES ($1::bigint, 'c' || $1::bigint || '@example.com', 'to')`, id)
+			exec(`INSERT INTO smtp_relays (relay, not_before, slowdowns) VALUES ('slow', now() + interval '1 hour', 1) ON CONFLICT DO NOTHING`)
+			if tc.setup != "" {
+				exec(tc.setup, id)
+			}
+			relay := tc.relay
+			if relay == "" {
+				relay = "relay"
+			}
+			before, err := st.GetOutboundEmail(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var (
+				b      store.Batch
+				marked bool
+			)
+			b.MarkSendingIfDue(id, relay, time.Hour, &marked)
+			if err := st.Send(ctx, &b); err != nil {
+				t.Fatal(err)
+			}
+			after, err := st.GetOutboundEmail(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if marked != tc.marks {
+				t.Errorf("marked %v, want %v", marked, tc.marks)
+			}
+			wantState, wantAttempts, wantUncertain := before.State, before.Attempts, before.UncertainResends
+			if tc.marks {
+				wantState, wantAttempts = store.DeliverySending, wantAttempts+1
+				if tc.uncertainly {
+					wantUncertain++
+				}
+			}
+			if after.State != wantState || after.Attempts != wantAttempts || after.UncertainResends != wantUncertain {
+				t.Errorf("state %s, %d attempts, %d uncertain resends; want %s, %d, %d", after.State, after.Attempts, after.UncertainResends,
+					wantState, wantAttempts, wantUncertain)
+			}
 		})
 	}
 }
