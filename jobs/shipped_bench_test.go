@@ -133,7 +133,12 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 		queueTickets(b, bundle, q, "C-0002", warmUpJobs)
 		warming := bundle.NewWorkers(b, q)
 		warmUp(b, bundle.Pool, jobs.TriageArgs{}.Kind(), warming.Start, warming.Stop)
-		n := max(b.N, 1000)
+		// Enough tickets that one round outlasts -benchtime: with fewer,
+		// the benchmark ran again with however many b.N came to, and each
+		// connection's first plans spread over more tickets in a larger
+		// round (two runs of make bench: 477 tickets/s at 1,000, 726 at
+		// 1,861, by two commits that ran 653–709 at 2,000).
+		n := max(b.N, 2000)
 		queueTickets(b, bundle, q, "C-0001", n)
 		w := bundle.NewWorkers(b, q)
 		return againstCeiling(b, bundle.Pool, jobs.TriageArgs{}.Kind(), n, w.Start, w.Stop)
