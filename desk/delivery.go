@@ -133,8 +133,9 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 	// The bytes are kept before the first send, and the attempt is marked
 	// as starting in the same statement, unless the relay is troubled;
 	// bytes kept already were marked with the reads, when nothing came
-	// first. (Bytes that another attempt kept between the reads and that
-	// mark are read by neither: this attempt keeps and marks as if unmarked.)
+	// first. (Bytes another attempt kept after this one read the mail were
+	// marked without being read: this attempt keeps and marks as if
+	// unmarked, and the row keeps the first bytes.)
 	marked := markedEarly && em.Rendered != nil
 	if !marked {
 		var (
