@@ -220,8 +220,11 @@ const (
 		ORDER BY message_id, kind DESC, address`
 	messageRecipientsSQL = recipientsSelect + ` WHERE message_id = $1 ORDER BY kind DESC, address`
 	recipientsSelect     = `SELECT message_id, address, display_name, kind, state, smtp_code, smtp_enhanced, smtp_text, sent_at,
-		EXISTS (SELECT 1 FROM suppressions p WHERE p.address = lower(r.address) AND p.expires_at > now())
+		` + recipientSuppressed + `
 	FROM outbound_recipients r`
+	// recipientSuppressed is whether recipient r's address is on the
+	// suppression list: bounced for good, not yet cleared or expired.
+	recipientSuppressed = `EXISTS (SELECT 1 FROM suppressions p WHERE p.address = lower(r.address) AND p.expires_at > now())`
 )
 
 func scanRecipients(rows pgx.Rows) (map[int64][]*Recipient, error) {
@@ -256,7 +259,7 @@ func (b *Batch) MarkSending(messageID int64, resendsUncertain bool) {
 // without a lock); marked is false, and nothing is written, when the
 // relay is troubled: the job then asks EnterRelay, and marks after.
 func (b *Batch) MarkSendingUnlessRelayTroubled(messageID int64, resendsUncertain bool, relay string, marked *bool) {
-	b.b.Queue(markSendingSQL+` AND NOT EXISTS (SELECT 1 FROM smtp_relays WHERE relay = $4 AND (`+relayTroubledCondition+`))`,
+	b.b.Queue(markSendingSQL+` AND `+relayFree("$4"),
 		messageID, resendsUncertain, DeliverySending, relay).Exec(func(tag pgconn.CommandTag) error {
 		*marked = tag.RowsAffected() == 1
 		return nil
@@ -283,9 +286,9 @@ func (b *Batch) MarkSendingIfDue(messageID int64, relay string, giveUpAfter time
 // The recipients' conditions are those the attempt reads: to send to, a
 // recipient pending or uncertain; suppressed, one on the list
 // (recipientsSelect).
-const markSendingIfDueSQL = `WITH due AS (
+var markSendingIfDueSQL = `WITH due AS (
 		SELECT bool_or(r.state = $6) AS uncertain,
-			bool_or(EXISTS (SELECT 1 FROM suppressions p WHERE p.address = lower(r.address) AND p.expires_at > now())) AS suppressed
+			bool_or(` + recipientSuppressed + `) AS suppressed
 		FROM outbound_recipients r WHERE r.message_id = $1 AND r.state IN ($5, $6)
 		HAVING count(*) > 0
 	)
@@ -293,7 +296,7 @@ const markSendingIfDueSQL = `WITH due AS (
 		uncertain_resends = e.uncertain_resends + CASE WHEN due.uncertain THEN 1 ELSE 0 END, updated_at = now()
 	FROM due
 	WHERE e.message_id = $1 AND e.rendered IS NOT NULL AND NOT due.suppressed AND e.queued_at >= now() - $4::interval
-		AND NOT EXISTS (SELECT 1 FROM smtp_relays WHERE relay = $3 AND (` + relayTroubledCondition + `))`
+		AND ` + relayFree("$3")
 
 // Kept is what a delivery's row holds after KeepRenderedAndMarkSending.
 type Kept struct {
@@ -322,8 +325,8 @@ func (b *Batch) KeepRenderedAndMarkSending(messageID int64, inReplyTo string, re
 }
 
 // SET reads the row as it was; RETURNING, as it is now.
-const keepAndMarkSQL = `WITH relay AS (
-		SELECT NOT EXISTS (SELECT 1 FROM smtp_relays WHERE relay = $7 AND (` + relayTroubledCondition + `)) AS free
+var keepAndMarkSQL = `WITH relay AS (
+		SELECT ` + relayFree("$7") + ` AS free
 	)
 	UPDATE outbound_emails e SET
 		rendered = coalesce(e.rendered, $2),

@@ -101,6 +101,13 @@ const relayTroubledSQL = `SELECT ` + relayTroubledCondition + ` FROM smtp_relays
 // slow down since its last success.
 const relayTroubledCondition = `slowdowns > 0 OR not_before > now() OR probe_until IS NOT NULL`
 
+// relayFree is the condition that the relay named by the expression relay
+// is not troubled (relayTroubledCondition), what a job may send through
+// without asking EnterRelay.
+func relayFree(relay string) string {
+	return `NOT EXISTS (SELECT 1 FROM smtp_relays WHERE relay = ` + relay + ` AND (` + relayTroubledCondition + `))`
+}
+
 // RecordRelayFault pauses the relay after it failed (no connection, no
 // greeting, a failed TLS handshake) or asked us to slow down, and returns
 // until when. The pause doubles with each fault that comes after the last
