@@ -114,9 +114,13 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 		return done() // sent to everyone already: a duplicate delivery of the job
 	}
 
+	// Bytes another attempt kept after this one read the mail were marked
+	// without being read: this attempt keeps and marks as if unmarked (the
+	// row keeps the first bytes).
+	marked := markedEarly && em.Rendered != nil
 	// Marked, the mail was young enough by the database's clock, which
 	// this one does not overrule.
-	if age := time.Since(em.QueuedAt); age > dc.GiveUpAfter && !markedEarly {
+	if age := time.Since(em.QueuedAt); age > dc.GiveUpAfter && !marked {
 		return d.giveUp(ctx, &em, &msg, age)
 	}
 	// An address that bounced for good is not tried again until it is
@@ -133,10 +137,7 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 	// The bytes are kept before the first send, and the attempt is marked
 	// as starting in the same statement, unless the relay is troubled;
 	// bytes kept already were marked with the reads, when nothing came
-	// first. (Bytes another attempt kept after this one read the mail were
-	// marked without being read: this attempt keeps and marks as if
-	// unmarked, and the row keeps the first bytes.)
-	marked := markedEarly && em.Rendered != nil
+	// first.
 	if !marked {
 		var (
 			keep store.Batch

@@ -97,17 +97,18 @@ func (s *Store) VectorsChangedSince(ctx context.Context, since int64, seen []Tic
 	}
 	defer rows.Close()
 	for rows.Next() {
-		if rows.RawValues()[1] == nil {
-			if err := rows.Scan(&next, nil, nil, nil, nil, nil, nil, nil, nil); err != nil {
-				return nil, 0, fmt.Errorf("vectors changed: %w", err)
-			}
-			continue
-		}
 		var v TicketVector
-		if err := rows.Scan(append([]any{&next}, v.fields()...)...); err != nil {
+		dest := append([]any{&next}, v.fields()...)
+		alone := rows.RawValues()[1] == nil // the horizon's row, nulls beside it: nothing changed
+		if alone {
+			clear(dest[1:]) // a nil destination skips its column
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, 0, fmt.Errorf("vectors changed: %w", err)
 		}
-		changed = append(changed, v)
+		if !alone {
+			changed = append(changed, v)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("vectors changed: %w", err)
