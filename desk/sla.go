@@ -378,20 +378,27 @@ func (d *Desk) slaAlertTx(ctx context.Context, tx *store.Tx, t *store.Ticket, ki
 	event(tx, t.ID, vocab.System, what, "", fmt.Sprintf("%s due %s", a.Target, a.DueAt.UTC().Format(time.RFC3339)))
 	emit(tx, eventType, a)
 	st := tx.Store()
-	var agents []*store.Agent
-	var reads store.Batch
-	reads.AgentsToTell(t.ID, &agents)
+	var (
+		agents []store.AgentToMail
+		thread agentThread
+		reads  store.Batch
+	)
+	reads.AgentsToMail(t.ID, &agents)
+	thread.read(&reads, t.ID)
 	if err := st.Send(ctx, &reads); err != nil {
 		return err
 	}
+	// A breach tells the team's admins too, those not told already, each
+	// mail numbered in a trip of its own (mailAgentTx): a breach is rare.
+	var admins []*store.Agent
 	if kind == "breached" {
-		admins, err := st.TeamAdmins(ctx, t.ID)
+		all, err := st.TeamAdmins(ctx, t.ID)
 		if err != nil {
 			return err
 		}
-		for _, ad := range admins {
-			if !slices.ContainsFunc(agents, func(x *store.Agent) bool { return x.Name == ad.Name }) {
-				agents = append(agents, ad)
+		for _, ad := range all {
+			if !slices.ContainsFunc(agents, func(x store.AgentToMail) bool { return x.Name == ad.Name }) {
+				admins = append(admins, ad)
 			}
 		}
 	}
@@ -406,7 +413,12 @@ func (d *Desk) slaAlertTx(ctx context.Context, tx *store.Tx, t *store.Ticket, ki
 	text := lead + "\n\n" + d.howToAnswer(t)
 	htmlBody := "<p>" + html.EscapeString(lead) + "</p>"
 	for _, ag := range agents {
-		if err := d.mailAgentTx(ctx, tx, t, ag, subject, text, htmlBody); err != nil {
+		if err := d.writeAgentMailTx(ctx, tx, t, ag, thread, subject, text, htmlBody); err != nil {
+			return err
+		}
+	}
+	for _, ad := range admins {
+		if err := d.mailAgentTx(ctx, tx, t, ad, subject, text, htmlBody); err != nil {
 			return err
 		}
 	}

@@ -133,19 +133,6 @@ func (s *Store) TeamAgents(ctx context.Context, team string) ([]*Agent, error) {
 	return list, nil
 }
 
-// AgentsToTell queues the read of who hears of the ticket: its assignee
-// if active, else the active agents of its team, by name; into gets them.
-func (b *Batch) AgentsToTell(ticketID string, into *[]*Agent) {
-	b.b.Queue(agentsToTellSQL(""), ticketID).Query(func(rows pgx.Rows) error {
-		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Agent, error) { return scanAgent(row) })
-		if err != nil {
-			return fmt.Errorf("agents of %s: %w", ticketID, err)
-		}
-		*into = list
-		return nil
-	})
-}
-
 // AgentToMail is an agent who hears of a ticket, with the numbers of the
 // mail that tells them: its message's and its job's.
 type AgentToMail struct {
@@ -153,13 +140,21 @@ type AgentToMail struct {
 	MessageID, JobID int64
 }
 
-// AgentsToMail queues AgentsToTell with the numbers of each one's mail,
-// drawn in the same statement, so that telling them needs no trip of its
-// own to number their mails. A number drawn for a mail that is not
-// written is a gap in its sequence, as a rollback leaves.
+// AgentsToMail queues the read of who hears of the ticket: its assignee
+// if active, else the active agents of its team, by name; into gets them,
+// each with the numbers of the mail that tells them, drawn in the same
+// statement, so that telling them needs no trip of its own to number
+// their mails. A number drawn for a mail that is not written is a gap in
+// its sequence, as a rollback leaves.
 func (b *Batch) AgentsToMail(ticketID string, into *[]AgentToMail) {
-	b.b.Queue(agentsToTellSQL(`, nextval(pg_get_serial_sequence('messages', 'id')), nextval(pg_get_serial_sequence('river_job', 'id'))`),
-		ticketID).Query(func(rows pgx.Rows) error {
+	b.b.Queue(`WITH t AS (SELECT assignee, team FROM tickets WHERE id = $1),
+		assignee AS (SELECT a.name FROM agents a, t WHERE a.name = t.assignee AND a.disabled_at IS NULL)
+		SELECT `+agentColumns+`, nextval(pg_get_serial_sequence('messages', 'id')), nextval(pg_get_serial_sequence('river_job', 'id'))
+		FROM agents a
+		WHERE a.name IN (SELECT name FROM assignee)
+		   OR (NOT EXISTS (SELECT 1 FROM assignee) AND a.disabled_at IS NULL
+		       AND a.name IN (SELECT g.agent FROM agent_teams g, t WHERE g.team = t.team))
+		ORDER BY a.name`, ticketID).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AgentToMail, error) {
 			var (
 				a Agent
@@ -174,18 +169,6 @@ func (b *Batch) AgentsToMail(ticketID string, into *[]AgentToMail) {
 		*into = list
 		return nil
 	})
-}
-
-// agentsToTellSQL selects the agents who hear of ticket $1 (agentColumns,
-// then more): its assignee if active, else the active agents of its team.
-func agentsToTellSQL(more string) string {
-	return `WITH t AS (SELECT assignee, team FROM tickets WHERE id = $1),
-		assignee AS (SELECT a.name FROM agents a, t WHERE a.name = t.assignee AND a.disabled_at IS NULL)
-		SELECT ` + agentColumns + more + ` FROM agents a
-		WHERE a.name IN (SELECT name FROM assignee)
-		   OR (NOT EXISTS (SELECT 1 FROM assignee) AND a.disabled_at IS NULL
-		       AND a.name IN (SELECT g.agent FROM agent_teams g, t WHERE g.team = t.team))
-		ORDER BY a.name`
 }
 
 // SetSignature replaces the agent's signature; ErrNotFound for an unknown agent.
