@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/helpdesk-dev/helpdesk/api"
 	"github.com/helpdesk-dev/helpdesk/jobs"
 	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
@@ -26,7 +28,8 @@ import (
 // `helpdesk serve` at its defaults (acknowledgements, auto-assignment to
 // the least busy agent, the agents' notifications, mail through a relay),
 // a provider that answers at once, and 16 clients POSTing 2,000 tickets
-// of one customer to one team of three. It reports the tickets triaged a
+// of one customer to one team of three, once 1,000 of another customer's
+// have been triaged and mailed, untimed. It reports the tickets triaged a
 // second (from the first request to the last triage job done), the
 // transactions committed a ticket (pg_stat_database), the commit-bound
 // ceiling of the same run (one-row commits a second from 16 connections
@@ -36,6 +39,7 @@ import (
 func BenchmarkServeEndToEnd(b *testing.B) {
 	const (
 		tickets = 2000
+		warmUp  = 1000
 		clients = 16
 	)
 	w := newWorldWith(b, simulator.DefaultSettings())
@@ -51,15 +55,29 @@ func BenchmarkServeEndToEnd(b *testing.B) {
 	if err := st.InsertAPIKey(ctx, "customer:C-0001", sha); err != nil {
 		b.Fatal(err)
 	}
+	warmKey, warmSHA := api.NewAPIKey()
+	if err := st.InsertAPIKey(ctx, "customer:C-0002", warmSHA); err != nil {
+		b.Fatal(err)
+	}
 	// serve's own pool, not the fault suite's cap of ten connections.
 	serve := w.start(b, "serve", map[string]string{"DATABASE_URL": w.dbURL})
+	// What is timed is a service at work, not one starting: each of its
+	// connections has planned its statements for the values of its first
+	// five runs before it keeps a plan, 200 plans of each statement with
+	// 40 connections, which a run of 2,000 tickets would count as its own.
+	// The warm-up's tickets are another customer's, so that the duplicate
+	// search of the tickets timed scores as many as without, and all of
+	// their work, mail included, is done before the clock starts.
+	postTickets(b, serve.url, warmKey, "C-0002", warmUp, clients)
+	jobstest.AwaitCompleted(b, w.pool, jobs.TriageArgs{}.Kind(), warmUp)
+	awaitIdle(b, w.pool)
 
 	before := storetest.SettledCommits(b, w.pool)
 	waiting := storetest.SampleLockWaits(w.pool)
 	b.ResetTimer()
 	begin := time.Now()
-	postTickets(b, serve.url, key, tickets, clients)
-	polls := jobstest.AwaitCompleted(b, w.pool, jobs.TriageArgs{}.Kind(), tickets)
+	postTickets(b, serve.url, key, "C-0001", tickets, clients)
+	polls := jobstest.AwaitCompleted(b, w.pool, jobs.TriageArgs{}.Kind(), warmUp+tickets)
 	elapsed := time.Since(begin)
 	b.StopTimer()
 	meanWaiting, samples := waiting()
@@ -78,9 +96,9 @@ func BenchmarkServeEndToEnd(b *testing.B) {
 	}
 }
 
-// postTickets opens n tickets of customer C-0001 through the API with
-// key, from clients at once, each with an Idempotency-Key of its own.
-func postTickets(b *testing.B, baseURL, key string, n, clients int) {
+// postTickets opens n tickets of the customer through the API with key,
+// from clients at once, each with an Idempotency-Key of its own.
+func postTickets(b *testing.B, baseURL, key, customerID string, n, clients int) {
 	b.Helper()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	var (
@@ -90,11 +108,11 @@ func postTickets(b *testing.B, baseURL, key string, n, clients int) {
 	for range clients {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				body := fmt.Sprintf(`{"customer_id": "C-0001", "subject": "Charge %d", "body": "My card was charged twice for the same invoice; please refund one of them."}`, i)
+				body := fmt.Sprintf(`{"customer_id": %q, "subject": "Charge %d", "body": "My card was charged twice for the same invoice; please refund one of them."}`, customerID, i)
 				req, _ := http.NewRequest(http.MethodPost, baseURL+"/v1/tickets", strings.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+key)
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", "e2e-"+strconv.FormatInt(i, 10))
+				req.Header.Set("Idempotency-Key", customerID+"-"+strconv.FormatInt(i, 10))
 				resp, err := client.Do(req)
 				if err != nil {
 					b.Error(err)
@@ -112,6 +130,23 @@ func postTickets(b *testing.B, baseURL, key string, n, clients int) {
 	wg.Wait()
 	if b.Failed() {
 		b.FailNow()
+	}
+}
+
+// awaitIdle waits until no job is waiting or running: the mail that the
+// tickets before sent is out.
+func awaitIdle(b *testing.B, pool *pgxpool.Pool) {
+	b.Helper()
+	for {
+		var busy int
+		if err := pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM river_job WHERE state IN ('available', 'running', 'retryable')`).Scan(&busy); err != nil {
+			b.Fatal(err)
+		}
+		if busy == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
