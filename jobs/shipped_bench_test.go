@@ -115,8 +115,8 @@ var floors = map[string]storetest.Measured{}
 // fetch settings: the queue's zero Config), the simulator answering at
 // once, against the commit-bound ceiling (againstCeiling). Floor, first,
 // is the least any triage does, and Shipped reports its rate ÷ the
-// floor's (of_floor); Tuned is the same with a 1 ms cooldown; Before,
-// with what serve shipped before (10 workers, River's 100 ms cooldown).
+// floor's (of_floor); Before runs it as serve shipped it first (10
+// workers, River's 100 ms cooldown).
 func BenchmarkTriageAsShipped(b *testing.B) {
 	run := func(b *testing.B, tune func(*jobs.Config), world ...func(*jobstest.Bundle)) storetest.Measured {
 		bundle := jobstest.Setup(b)
@@ -194,8 +194,5 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 	// What serve shipped before: 10 workers and River's 100 ms cooldown.
 	b.Run("Before10Workers100msCooldown", func(b *testing.B) {
 		run(b, func(c *jobs.Config) { c.TriageWorkers, c.FetchCooldown = 10, 100*time.Millisecond })
-	})
-	b.Run("Tuned50Workers1msCooldown", func(b *testing.B) {
-		run(b, func(c *jobs.Config) { c.TriageWorkers, c.FetchCooldown = 50, time.Millisecond })
 	})
 }
