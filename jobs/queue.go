@@ -129,10 +129,11 @@ func (c *Config) LongestJobTimeout() time.Duration {
 // near 100 tickets/s whatever the workers; at 10 ms, the 20 email workers
 // waited on the next fetch, and the whole email path ran at 800–920 emails/s
 // on two cores against 1,270–1,310 at 1 ms, for no more CPU an email
-// (BenchmarkEmailThroughput/WholePathAsShipped). A fetch costs no more for
-// it: River fetches only for free workers, as many jobs as they are, so a
-// busy queue makes at most a fetch a job, as an idle one does, whose
-// fetches come from notifications and the poll interval.
+// (BenchmarkEmailThroughput/WholePathAsShipped). It costs no more
+// fetches: River fetches only when workers are free, as many jobs as there
+// are free workers, so a busy queue makes at most one fetch a job, as an
+// idle queue does, whose fetches come from notifications and the poll
+// interval.
 const DefaultFetchCooldown = time.Millisecond
 
 // Workers a process runs on each queue unless told otherwise: triage jobs
