@@ -34,7 +34,7 @@ func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, tri
 	reads.GetTicket(ticketID, &t)
 	reads.CustomerOfTicket(ticketID, &customer)
 	reads.NewestInbound(ticketID, &newest)
-	reads.AgentsToMail(ticketID, &agents)
+	reads.AgentsToMail(ticketID, false, &agents)
 	thread.read(&reads, ticketID)
 	if err := tx.Store().Send(ctx, &reads); err != nil {
 		return err

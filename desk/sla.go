@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"html"
 	"regexp"
-	"slices"
 	"sync"
 	"time"
 
@@ -377,30 +376,15 @@ func (d *Desk) slaAlertTx(ctx context.Context, tx *store.Tx, t *store.Ticket, ki
 	}
 	event(tx, t.ID, vocab.System, what, "", fmt.Sprintf("%s due %s", a.Target, a.DueAt.UTC().Format(time.RFC3339)))
 	emit(tx, eventType, a)
-	st := tx.Store()
 	var (
 		agents []store.AgentToMail
 		thread agentThread
 		reads  store.Batch
 	)
-	reads.AgentsToMail(t.ID, &agents)
+	reads.AgentsToMail(t.ID, kind == "breached", &agents)
 	thread.read(&reads, t.ID)
-	if err := st.Send(ctx, &reads); err != nil {
+	if err := tx.Store().Send(ctx, &reads); err != nil {
 		return err
-	}
-	// A breach tells the team's admins too, those not told already, each
-	// mail numbered in a trip of its own (mailAgentTx): a breach is rare.
-	var admins []*store.Agent
-	if kind == "breached" {
-		all, err := st.TeamAdmins(ctx, t.ID)
-		if err != nil {
-			return err
-		}
-		for _, ad := range all {
-			if !slices.ContainsFunc(agents, func(x store.AgentToMail) bool { return x.Name == ad.Name }) {
-				admins = append(admins, ad)
-			}
-		}
 	}
 	label := map[sla.Target]string{sla.FirstResponse: "first response", sla.NextResponse: "next response", sla.Resolution: "resolution"}[a.Target]
 	due := a.DueAt.In(cal.Location).Format("Mon 2 Jan 15:04 MST")
@@ -414,11 +398,6 @@ func (d *Desk) slaAlertTx(ctx context.Context, tx *store.Tx, t *store.Ticket, ki
 	htmlBody := "<p>" + html.EscapeString(lead) + "</p>"
 	for _, ag := range agents {
 		if err := d.writeAgentMailTx(ctx, tx, t, ag, thread, subject, text, htmlBody); err != nil {
-			return err
-		}
-	}
-	for _, ad := range admins {
-		if err := d.mailAgentTx(ctx, tx, t, ad, subject, text, htmlBody); err != nil {
 			return err
 		}
 	}

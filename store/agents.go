@@ -141,20 +141,21 @@ type AgentToMail struct {
 }
 
 // AgentsToMail queues the read of who hears of the ticket: its assignee
-// if active, else the active agents of its team, by name; into gets them,
-// each with the numbers of the mail that tells them, drawn in the same
-// statement, so that telling them needs no trip of its own to number
-// their mails. A number drawn for a mail that is not written is a gap in
-// its sequence, as a rollback leaves.
-func (b *Batch) AgentsToMail(ticketID string, into *[]AgentToMail) {
+// if active, else the active agents of its team, and with admins the
+// team's active admins as well (an SLA breach), each once, by name; into
+// gets them, each with the numbers of the mail that tells them, drawn in
+// the same statement, so that telling them needs no trip of its own to
+// number their mails. A number drawn for a mail that is not written is a
+// gap in its sequence, as a rollback leaves.
+func (b *Batch) AgentsToMail(ticketID string, admins bool, into *[]AgentToMail) {
 	b.b.Queue(`WITH t AS (SELECT assignee, team FROM tickets WHERE id = $1),
 		assignee AS (SELECT a.name FROM agents a, t WHERE a.name = t.assignee AND a.disabled_at IS NULL)
 		SELECT `+agentColumns+`, nextval(pg_get_serial_sequence('messages', 'id')), nextval(pg_get_serial_sequence('river_job', 'id'))
 		FROM agents a
 		WHERE a.name IN (SELECT name FROM assignee)
-		   OR (NOT EXISTS (SELECT 1 FROM assignee) AND a.disabled_at IS NULL
-		       AND a.name IN (SELECT g.agent FROM agent_teams g, t WHERE g.team = t.team))
-		ORDER BY a.name`, ticketID).Query(func(rows pgx.Rows) error {
+		   OR (a.disabled_at IS NULL AND a.name IN (SELECT g.agent FROM agent_teams g, t WHERE g.team = t.team)
+		       AND (NOT EXISTS (SELECT 1 FROM assignee) OR ($2 AND a.admin)))
+		ORDER BY a.name`, ticketID, admins).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AgentToMail, error) {
 			var (
 				a Agent

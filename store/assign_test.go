@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -250,4 +251,77 @@ func TestAssignmentKeepsLoadsWithinOne(t *testing.T) {
 		}
 		requireLoads(t, pool, "kept")
 	})
+}
+
+// TestWhoHearsOfATicketIsEachAgentOnceWithTheirMailsNumbers: the team's
+// active agents while nobody is assigned, the assignee alone once someone
+// is, and on a breach the team's active admins too, an admin who is the
+// assignee told once; each with numbers of their own for their mail.
+func TestWhoHearsOfATicketIsEachAgentOnceWithTheirMailsNumbers(t *testing.T) {
+	t.Parallel()
+	pool, st := team(t)
+	ctx := context.Background()
+	for _, a := range []struct {
+		name  string
+		teams []string
+	}{{"cy", []string{"billing"}}, {"dee", []string{"billing"}}, {"eve", []string{"shipping"}}} {
+		if err := st.UpsertAgent(ctx, &store.UpsertAgentParams{Name: a.name, DisplayName: a.name, Email: a.name + "@example.com",
+			Teams: a.teams}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"ben", "dee", "eve"} {
+		if err := st.SetAdmin(ctx, name, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.DisableAgent(ctx, "dee"); err != nil { // an admin, but disabled
+		t.Fatal(err)
+	}
+	ticket := newTicket(t, st)
+	if _, err := pool.Exec(ctx, `UPDATE tickets SET team = 'billing' WHERE id = $1`, ticket); err != nil {
+		t.Fatal(err)
+	}
+	hear := func(admins bool) []string {
+		t.Helper()
+		var (
+			b  store.Batch
+			to []store.AgentToMail
+		)
+		b.AgentsToMail(ticket, admins, &to)
+		if err := st.Send(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		numbers := map[int64]bool{}
+		for _, a := range to {
+			names = append(names, a.Name)
+			if a.MessageID == 0 || a.JobID == 0 || numbers[a.MessageID] {
+				t.Errorf("%s's mail numbered %d, job %d: want numbers of its own", a.Name, a.MessageID, a.JobID)
+			}
+			numbers[a.MessageID] = true
+		}
+		return names
+	}
+	for _, tc := range []struct {
+		name     string
+		assignee string
+		admins   bool
+		want     []string
+	}{
+		{"NobodyAssignedTheTeam", "", false, []string{"ana", "ben", "cy"}},
+		{"NobodyAssignedABreachTheTeamOnce", "", true, []string{"ana", "ben", "cy"}},
+		{"AssignedTheAssigneeAlone", "ana", false, []string{"ana"}},
+		{"AssignedABreachTheAssigneeAndTheTeamsActiveAdmins", "ana", true, []string{"ana", "ben"}},
+		{"AssignedToAnAdminABreachTellsThemOnce", "ben", true, []string{"ben"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := pool.Exec(ctx, `UPDATE tickets SET assignee = nullif($2, '') WHERE id = $1`, ticket, tc.assignee); err != nil {
+				t.Fatal(err)
+			}
+			if got := hear(tc.admins); !slices.Equal(got, tc.want) {
+				t.Errorf("told %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

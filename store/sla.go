@@ -291,22 +291,6 @@ func (s *Store) ClaimSLAAlert(ctx context.Context, a *SLAAlert) (sent bool, err 
 	return tag.RowsAffected() == 1, nil
 }
 
-// TeamAdmins returns the active admins among a ticket's team.
-func (s *Store) TeamAdmins(ctx context.Context, ticketID string) ([]*Agent, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+agentColumns+` FROM agents a
-		WHERE a.admin AND a.disabled_at IS NULL
-		  AND a.name IN (SELECT g.agent FROM agent_teams g WHERE g.team = (SELECT team FROM tickets WHERE id = $1))
-		ORDER BY a.name`, ticketID)
-	if err != nil {
-		return nil, fmt.Errorf("admins of %s: %w", ticketID, err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Agent, error) { return scanAgent(row) })
-	if err != nil {
-		return nil, fmt.Errorf("admins of %s: %w", ticketID, err)
-	}
-	return list, nil
-}
-
 // SLADueSeconds returns, per target, the seconds until due of every
 // ticket's running clock.
 func (s *Store) SLADueSeconds(ctx context.Context) (map[string][]float64, error) {
