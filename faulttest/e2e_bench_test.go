@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/helpdesk-dev/helpdesk/api"
 	"github.com/helpdesk-dev/helpdesk/jobs"
 	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
@@ -70,7 +68,7 @@ func BenchmarkServeEndToEnd(b *testing.B) {
 	// their work, mail included, is done before the clock starts.
 	postTickets(b, serve.url, warmKey, "C-0002", warmUp, clients)
 	jobstest.AwaitCompleted(b, w.pool, jobs.TriageArgs{}.Kind(), warmUp)
-	awaitIdle(b, w.pool)
+	jobstest.AwaitIdle(b, w.pool)
 
 	before := storetest.SettledCommits(b, w.pool)
 	waiting := storetest.SampleLockWaits(w.pool)
@@ -130,23 +128,6 @@ func postTickets(b *testing.B, baseURL, key, customerID string, n, clients int) 
 	wg.Wait()
 	if b.Failed() {
 		b.FailNow()
-	}
-}
-
-// awaitIdle waits until no job is waiting or running: the mail that the
-// tickets before sent is out.
-func awaitIdle(b *testing.B, pool *pgxpool.Pool) {
-	b.Helper()
-	for {
-		var busy int
-		if err := pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM river_job WHERE state IN ('available', 'running', 'retryable')`).Scan(&busy); err != nil {
-			b.Fatal(err)
-		}
-		if busy == 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

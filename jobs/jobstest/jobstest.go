@@ -352,6 +352,25 @@ func AwaitCompleted(tb testing.TB, pool *pgxpool.Pool, kind string, n int) (coun
 	}
 }
 
+// AwaitIdle waits until no job of any kind is waiting or running: the
+// work that came before, mail included, is done. It counts as
+// AwaitCompleted does.
+func AwaitIdle(tb testing.TB, pool *pgxpool.Pool) (counts int) {
+	tb.Helper()
+	for {
+		counts++
+		var busy int
+		if err := pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM river_job WHERE state IN ('available', 'running', 'retryable')`).Scan(&busy); err != nil {
+			tb.Fatal(err)
+		}
+		if busy == 0 {
+			return counts
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // CompletedJobs counts the completed jobs of the kind.
 func CompletedJobs(tb testing.TB, pool *pgxpool.Pool, kind string) int {
 	tb.Helper()
