@@ -81,10 +81,18 @@ type Filed struct {
 // listener refuses them for good instead of having the sender retry.
 var (
 	// ErrNoSender is a mail without a usable From address.
-	ErrNoSender = errors.New("the message has no sender address")
+	ErrNoSender = errors.New("the message has no usable sender address")
 	// ErrUnstorable is a mail whose content PostgreSQL refuses.
 	ErrUnstorable = errors.New("the message's content cannot be stored")
 )
+
+// SenderError is ErrNoSender with what was wrong with the mail's From
+// (InboundMessage.FromProblem), for the edge to tell the sender.
+type SenderError struct{ Problem string }
+
+func (e *SenderError) Error() string { return ErrNoSender.Error() + ": " + e.Problem }
+
+func (e *SenderError) Unwrap() error { return ErrNoSender }
 
 // AcceptsRecipient reports whether rcpt is at one of the support domains.
 func (d *Desk) AcceptsRecipient(rcpt string) bool {
@@ -166,7 +174,7 @@ func (d *Desk) fileTx(ctx context.Context, tx *store.Tx, rcpts []string, m *Inbo
 			return d.holdTx(ctx, tx, ticketID, how, m, reason)
 		}
 	} else if m.From == "" {
-		return nil, fmt.Errorf("%w: %s", ErrNoSender, m.FromProblem)
+		return nil, &SenderError{Problem: m.FromProblem}
 	}
 
 	customer, err := st.CustomerByEmail(ctx, m.From)

@@ -78,6 +78,33 @@ func TestInboundPoison(t *testing.T) {
 		}
 	})
 
+	t.Run("AnUnusableFromIsRefusedSayingWhatIsWrongInOneBoundedASCIILine", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com"})
+		long := strings.Repeat("b", 150)
+		for _, tc := range []struct{ from, says string }{
+			{"a@example.com, b@example.com", "The message has no usable sender address: a From field of 2 addresses, want one"},
+			// Its domain is not one DMARC can look up: the reply quotes it,
+			// its ü as two '?' and cut short.
+			{"\"Bj\xc3\xb6rn\" <" + long + "@b\xc3\xbccher.example>",
+				`The message has no usable sender address: a From address "` + long + `@b??cher.example" whose domain ...`},
+		} {
+			raw := "From: " + tc.from + "\r\nTo: support@helpdesk.example.com\r\nSubject: Hello\r\nMessage-ID: <from@example.com>\r\n\r\nHi.\r\n"
+			err := smtptest.Send(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", []byte(raw))
+			var se *smtp.SMTPError
+			if !errors.As(err, &se) || se.Code != 550 || se.EnhancedCode != (smtp.EnhancedCode{5, 1, 7}) {
+				t.Fatalf("From %q: %v, want 550 5.1.7", tc.from, err)
+			}
+			if se.Message != tc.says {
+				t.Errorf("From %q: the reply says\n%q, want\n%q", tc.from, se.Message, tc.says)
+			}
+		}
+		if n := b.count(t, `SELECT count(*) FROM messages`); n != 0 {
+			t.Errorf("%d messages stored", n)
+		}
+	})
+
 	t.Run("ContentTheDatabaseRefusesIsRefusedForGoodNot451", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

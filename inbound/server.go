@@ -108,7 +108,7 @@ var (
 	errTryAgain        = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Could not store the message; try again later"}
 	errUnparseable     = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The message could not be read"}
 	errUnstorable      = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "The message's content cannot be stored"}
-	errNoSender        = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 7}, Message: "The message has no sender address"}
+	errNoSender        = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 7}, Message: "The message has no usable sender address"}
 	errLineTooLong     = &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 4, 0}, Message: "A line of the message is too long"}
 )
 
@@ -181,7 +181,7 @@ func (s *session) Data(r io.Reader) error {
 	case errors.Is(err, ErrUnparseable):
 		return errUnparseable
 	case errors.Is(err, desk.ErrNoSender):
-		return errNoSender
+		return noSender(err)
 	case errors.Is(err, desk.ErrUnstorable):
 		// The same bytes would fail again on every retry: refuse them for
 		// good rather than have the sender retry for days.
@@ -192,6 +192,38 @@ func (s *session) Data(r io.Reader) error {
 		s.rc.logger.Error("inbound mail not stored", slog.Any("error", err))
 		return errTryAgain
 	}
+}
+
+// noSender is errNoSender saying what was wrong with the From (two
+// addresses, a domain that cannot be looked up, ...), so that whoever
+// reads the bounce can mend it: the reply's text is for people (RFC 5321
+// §4.2). The problem may quote the sender's own header, so it is cut to
+// one line of printable ASCII and to maxReplyDetail bytes.
+func noSender(err error) *smtp.SMTPError {
+	var se *desk.SenderError
+	if !errors.As(err, &se) || se.Problem == "" {
+		return noSender(err)
+	}
+	return &smtp.SMTPError{Code: errNoSender.Code, EnhancedCode: errNoSender.EnhancedCode,
+		Message: errNoSender.Message + ": " + replyDetail(se.Problem)}
+}
+
+// maxReplyDetail bounds what a reply's text quotes of the message.
+const maxReplyDetail = 200
+
+// replyDetail is s as a reply's text may carry it: each byte outside
+// printable ASCII a '?', at most maxReplyDetail bytes.
+func replyDetail(s string) string {
+	b := []byte(s)
+	if len(b) > maxReplyDetail {
+		b = append(b[:maxReplyDetail-3], "..."...)
+	}
+	for i, c := range b {
+		if c < ' ' || c > '~' {
+			b[i] = '?'
+		}
+	}
+	return string(b)
 }
 
 // The longest line go-smtp reads: past it, it gives up on the stream.
