@@ -1,12 +1,15 @@
 package inbound
 
 import (
+	"fmt"
 	"net/mail"
 	"strings"
 	"testing"
 
 	"github.com/emersion/go-message"
 	gomail "github.com/emersion/go-message/mail"
+
+	"github.com/helpdesk-dev/helpdesk/desk"
 )
 
 // fromProbes are Froms an attacker wrote to be read as Ada's by one parser
@@ -92,4 +95,25 @@ func FuzzFrom(f *testing.F) {
 			t.Fatalf("%q: go-message reads %v, parseFrom %q", raw, list, addr)
 		}
 	})
+}
+
+func TestTheRefusalOfAnUnusableFromSaysWhatItCan(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"AProblem", fmt.Errorf("file: %w", &desk.SenderError{Problem: "a From field of 2 addresses, want one"}),
+			"The message has no usable sender address: a From field of 2 addresses, want one"},
+		{"NoProblemSaid", fmt.Errorf("file: %w", &desk.SenderError{}), errNoSender.Message},
+		{"ErrNoSenderAlone", fmt.Errorf("file: %w", desk.ErrNoSender), errNoSender.Message},
+		{"ControlsAndBytesPastASCII", &desk.SenderError{Problem: "a\r\n250 OK\x00\xc3\xa9" + strings.Repeat("x", 300)},
+			"The message has no usable sender address: a??250 OK???" + strings.Repeat("x", maxReplyDetail-15) + "..."},
+	} {
+		got := noSender(tc.err)
+		if got.Code != 550 || got.EnhancedCode != errNoSender.EnhancedCode || got.Message != tc.want {
+			t.Errorf("%s: %d %v %q, want 550 5.1.7 %q", tc.name, got.Code, got.EnhancedCode, got.Message, tc.want)
+		}
+	}
 }

@@ -202,7 +202,7 @@ func (s *session) Data(r io.Reader) error {
 func noSender(err error) *smtp.SMTPError {
 	var se *desk.SenderError
 	if !errors.As(err, &se) || se.Problem == "" {
-		return noSender(err)
+		return errNoSender
 	}
 	return &smtp.SMTPError{Code: errNoSender.Code, EnhancedCode: errNoSender.EnhancedCode,
 		Message: errNoSender.Message + ": " + replyDetail(se.Problem)}
