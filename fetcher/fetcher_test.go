@@ -289,6 +289,29 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	// The listener refuses such a mail for good (550 5.1.7); a mailbox
+	// cannot refuse it, so it passes it by, leaves it where it is and goes
+	// on with the next, instead of trying it again forever.
+	t.Run("AMessageWithNoUsableSenderIsPassedByAndLeftInTheInbox", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		nobodys := []byte("From: a@example.net, b@example.net\r\nTo: support@example.org\r\nSubject: Two of us\r\n" +
+			"Message-ID: <two@example.net>\r\n\r\nWho wrote this?\r\n")
+		for _, raw := range [][]byte{nobodys, customerMail(1, "c1@example.net")} {
+			if _, err := s.Append("INBOX", raw); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "the second message's ticket, the first left in the inbox", func() bool {
+			return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("Processed") == 1 && s.Count("INBOX") == 1
+		})
+		if n := w.count(t, `SELECT count(*) FROM messages WHERE body LIKE '%Who wrote this%'`); n != 0 {
+			t.Errorf("%d messages of the mail with no usable sender, want none", n)
+		}
+	})
+
 	t.Run("AMessageOverTheLimitIsKeptAsItsHeadersAndNotFetchedAgain", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t, func(c *fetcher.Config) { c.MaxBytes = 2000 })
