@@ -341,13 +341,18 @@ func (l *LogBuffer) Lines() []map[string]any {
 // that counts transactions to leave out).
 func AwaitCompleted(tb testing.TB, pool *pgxpool.Pool, kind string, n int) (counts int) {
 	tb.Helper()
+	return poll(func() bool { return CompletedJobs(tb, pool, kind) >= n })
+}
+
+// poll asks done until it says so, and returns how many times it asked.
+// Each ask reads the jobs: asking more often than every 50 ms takes from
+// the path measured more than it adds to the time.
+func poll(done func() bool) (counts int) {
 	for {
 		counts++
-		if CompletedJobs(tb, pool, kind) >= n {
+		if done() {
 			return counts
 		}
-		// Each count reads every job of the kind: counting more often
-		// takes from the path measured more than it adds to the time.
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -357,18 +362,14 @@ func AwaitCompleted(tb testing.TB, pool *pgxpool.Pool, kind string, n int) (coun
 // AwaitCompleted does.
 func AwaitIdle(tb testing.TB, pool *pgxpool.Pool) (counts int) {
 	tb.Helper()
-	for {
-		counts++
+	return poll(func() bool {
 		var busy int
 		if err := pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM river_job WHERE state IN ('available', 'running', 'retryable')`).Scan(&busy); err != nil {
 			tb.Fatal(err)
 		}
-		if busy == 0 {
-			return counts
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return busy == 0
+	})
 }
 
 // CompletedJobs counts the completed jobs of the kind.
