@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/url"
-	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/helpdesk-dev/helpdesk/store"
 )
@@ -183,10 +184,17 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, baseURL string, tmpl T
 	return name, nil
 }
 
-// schemaDigest names the schema a template was migrated to, our
-// migrations and River's version, and what filled it.
+// schemaDigest names the schema a template was migrated to (our
+// migrations and River's, by their SQL: River's version in the build
+// information is missing from a test binary of package main, which would
+// then name the same schema otherwise and drop the other's template as an
+// older one) and what filled it.
 func schemaDigest(source string) (string, error) {
 	migrations, err := store.Migrations()
+	if err != nil {
+		return "", err
+	}
+	river, err := rivermigrate.New(riverpgxv5.New(nil), nil)
 	if err != nil {
 		return "", err
 	}
@@ -195,12 +203,8 @@ func schemaDigest(source string) (string, error) {
 	for _, m := range migrations {
 		fmt.Fprintf(h, "%d %s\n", m.Version, m.Up)
 	}
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, dep := range info.Deps {
-			if dep.Path == "github.com/riverqueue/river" {
-				fmt.Fprintf(h, "river %s\n", dep.Version)
-			}
-		}
+	for _, m := range river.AllVersions() {
+		fmt.Fprintf(h, "river %d %s\n", m.Version, m.SQLUp)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
