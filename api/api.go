@@ -253,6 +253,9 @@ func (s *Server) route(pattern string, byMethod map[string]handlerFunc) {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	// The answer may quote what the caller sent (encodeJSON leaves < and >
+	// as they are): no browser may read it as anything but JSON.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(encodeJSON(v))
 }

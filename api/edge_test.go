@@ -342,6 +342,13 @@ func TestMistakesAreAnsweredInTheAPIsOwnWords(t *testing.T) {
 	if status != 404 || resp["message"] != "job 999999 not found" {
 		t.Errorf("an unknown job: %d %v", status, resp)
 	}
+	// An answer may quote what the caller sent, markup and all: no browser
+	// may take it for a page.
+	status, header, resp := ab.do(t, ab.agent, "GET", "/v1/no/%3Cscript%3Ealert(1)%3C%2Fscript%3E", nil, "")
+	if status != 404 || header.Get("Content-Type") != "application/json" || header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("%d, Content-Type %q, X-Content-Type-Options %q; want 404 JSON, nosniff (%v)", status,
+			header.Get("Content-Type"), header.Get("X-Content-Type-Options"), resp)
+	}
 }
 
 func TestAVerifiedKeyIsReadOnceASecondAndRevokedEverywhereWithinOne(t *testing.T) {

@@ -54,6 +54,10 @@ func ErrorOf(err error) *Error {
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_agent", Message: err.Error()}
 	case errors.Is(err, desk.ErrUnknownTeam):
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "unknown_team", Message: err.Error()}
+	case errors.Is(err, desk.ErrInvalidPriority):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid_priority", Message: err.Error()}
+	case errors.Is(err, desk.ErrInvalidText):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid_text", Message: err.Error()}
 	case errors.Is(err, desk.ErrAttachmentUnavailable):
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "attachment_unavailable", Message: err.Error() +
 			"; upload the file again with POST /v1/attachments"}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +23,7 @@ import (
 // Limits of a new ticket.
 const (
 	maxSubjectChars = 200
-	maxBodyBytes    = 64 << 10
+	maxBodyBytes    = desk.MaxTextBytes
 )
 
 type createTicketRequest struct {
@@ -402,14 +401,11 @@ func onlyParams(q url.Values, known []string) error {
 	return nil
 }
 
-// ticketIDRE is every ticket number there can be: T- and a bigint.
-var ticketIDRE = regexp.MustCompile(`^T-[0-9]{1,18}$`)
-
 // checkTicketID answers 404 for an id that cannot name a ticket, before
 // any query: such text (a NUL, invalid UTF-8) would otherwise reach
 // PostgreSQL, which refuses it as an error of ours.
 func checkTicketID(id string) error {
-	if !ticketIDRE.MatchString(id) {
+	if !vocab.TicketIDPattern.MatchString(id) {
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "ticket " + strconv.QuoteToASCII(id) + " not found"}
 	}
 	return nil
@@ -427,7 +423,7 @@ func decodeCursor(s string) (*store.TicketKey, error) {
 	}
 	micros, id, ok := strings.Cut(string(raw), "|")
 	n, err := strconv.ParseInt(micros, 10, 64)
-	if !ok || err != nil || !ticketIDRE.MatchString(id) {
+	if !ok || err != nil || !vocab.TicketIDPattern.MatchString(id) {
 		return nil, errors.New("malformed cursor")
 	}
 	return &store.TicketKey{CreatedAt: time.UnixMicro(n), ID: id}, nil

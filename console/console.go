@@ -26,6 +26,7 @@ import (
 	"github.com/helpdesk-dev/helpdesk/api"
 	"github.com/helpdesk-dev/helpdesk/desk"
 	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
 // Prefix is where the console is served.
@@ -94,14 +95,14 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("POST "+Prefix+"/login", c.login)
 	c.mux.HandleFunc("POST "+Prefix+"/logout", c.logout)
 	c.mux.HandleFunc("GET "+Prefix+"/{$}", c.signedIn(c.queue))
-	c.mux.HandleFunc("GET "+Prefix+"/tickets/{id}", c.signedIn(c.ticket))
-	c.mux.HandleFunc("POST "+Prefix+"/tickets/{id}/reply", c.signedIn(c.reply))
-	c.mux.HandleFunc("POST "+Prefix+"/tickets/{id}/note", c.signedIn(c.note))
-	c.mux.HandleFunc("POST "+Prefix+"/tickets/{id}/change", c.signedIn(c.change))
-	c.mux.HandleFunc("POST "+Prefix+"/tickets/{id}/take", c.signedIn(c.take))
-	c.mux.HandleFunc("POST "+Prefix+"/tickets/{id}/held/{message}/accept", c.signedIn(c.acceptHeld))
-	c.mux.HandleFunc("POST "+Prefix+"/tickets/{id}/presence", c.signedIn(c.presence))
-	c.mux.HandleFunc("GET "+Prefix+"/tickets/{id}/attachments/{attachment}", c.signedIn(c.attachment))
+	c.mux.HandleFunc("GET "+Prefix+"/tickets/{id}", c.onTicket(c.ticket))
+	c.mux.HandleFunc("POST "+Prefix+"/tickets/{id}/reply", c.onTicket(c.reply))
+	c.mux.HandleFunc("POST "+Prefix+"/tickets/{id}/note", c.onTicket(c.note))
+	c.mux.HandleFunc("POST "+Prefix+"/tickets/{id}/change", c.onTicket(c.change))
+	c.mux.HandleFunc("POST "+Prefix+"/tickets/{id}/take", c.onTicket(c.take))
+	c.mux.HandleFunc("POST "+Prefix+"/tickets/{id}/held/{message}/accept", c.onTicket(c.acceptHeld))
+	c.mux.HandleFunc("POST "+Prefix+"/tickets/{id}/presence", c.onTicket(c.presence))
+	c.mux.HandleFunc("GET "+Prefix+"/tickets/{id}/attachments/{attachment}", c.onTicket(c.attachment))
 	c.mux.HandleFunc("GET "+Prefix+"/saved-replies", c.signedIn(c.savedReplies))
 	c.mux.HandleFunc("POST "+Prefix+"/saved-replies", c.signedIn(c.addSavedReply))
 	c.mux.HandleFunc("POST "+Prefix+"/saved-replies/{id}/delete", c.signedIn(c.deleteSavedReply))
@@ -161,6 +162,19 @@ func (c *Console) signedIn(h func(w http.ResponseWriter, r *http.Request, a *age
 		}
 		h(w, r, &agent{Agent: a})
 	}
+}
+
+// onTicket is signedIn for the pages of ticket {id}: an id that no ticket
+// has is answered 404 before anything reads it (a NUL or a byte that is
+// no UTF-8, which PostgreSQL refuses, among them).
+func (c *Console) onTicket(h func(w http.ResponseWriter, r *http.Request, a *agent)) http.HandlerFunc {
+	return c.signedIn(func(w http.ResponseWriter, r *http.Request, a *agent) {
+		if !vocab.TicketIDPattern.MatchString(r.PathValue("id")) {
+			c.fail(w, r, http.StatusNotFound, "There is no such ticket.")
+			return
+		}
+		h(w, r, a)
+	})
 }
 
 func (c *Console) toLogin(w http.ResponseWriter, r *http.Request) {

@@ -197,6 +197,67 @@ func TestConsoleWithoutJavaScript(t *testing.T) {
 			t.Error("inserting without JavaScript did not fill the reply box")
 		}
 	})
+
+	t.Run("WhatABrowserCannotMeanIsRefusedInWordsAndChangesNothing", func(t *testing.T) {
+		c := w.client(t)
+		c.signIn(w.keys["alice"])
+		before, _ := w.Store.ListMessages(w.Ctx, w.ticket)
+		ticket := func() *store.Ticket {
+			t.Helper()
+			tk, err := w.Store.GetTicket(w.Ctx, w.ticket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tk
+		}
+		was := ticket()
+		// Bytes PostgreSQL's text refuses, in the path, the query and the forms.
+		for _, tc := range []struct {
+			name, method, path string
+			form               url.Values
+			want               int
+			says               string
+		}{
+			{"ATicketIDWithANUL", "GET", "/ui/tickets/T-1%00", nil, http.StatusNotFound, "no such ticket"},
+			{"ATicketIDThatIsNotUTF8", "GET", "/ui/tickets/%FF%FE", nil, http.StatusNotFound, "no such ticket"},
+			{"ANoteOnATicketIDWithANUL", "POST", "/ui/tickets/%00/note", url.Values{"body": {"hello"}}, http.StatusNotFound, "no such ticket"},
+			{"AFileOfATicketIDThatIsNotUTF8", "GET", "/ui/tickets/%FF/attachments/1", nil, http.StatusNotFound, "no such ticket"},
+			{"QueueFiltersNoTicketCouldMatch", "GET", "/ui/?view=all&team=%00&assignee=%FF&q=a%00b", nil, http.StatusBadRequest,
+				"Left out: the team, which is no team&#39;s name; the assignee, who is no agent; the search"},
+			{"ASearchLongerThanTheQueueRuns", "GET", "/ui/?view=all&q=" + strings.Repeat("charged+", 40), nil, http.StatusBadRequest, "at most 200 bytes"},
+			{"AReplyWithANUL", "POST", "/ui/tickets/" + w.ticket + "/reply", url.Values{"body": {"refunded\x00"}, "status": {"pending"}},
+				http.StatusUnprocessableEntity, "invalid text: it holds a NUL character."},
+			{"ANoteThatIsNotUTF8", "POST", "/ui/tickets/" + w.ticket + "/note", url.Values{"body": {"\xff\xfe"}},
+				http.StatusUnprocessableEntity, "invalid text: it is not UTF-8."},
+			{"AnEmptyNote", "POST", "/ui/tickets/" + w.ticket + "/note", url.Values{"body": {"  "}}, http.StatusUnprocessableEntity, "Write the note first."},
+			{"APriorityThatIsNone", "POST", "/ui/tickets/" + w.ticket + "/change", url.Values{"priority": {"-5"}},
+				http.StatusUnprocessableEntity, "a priority is 1 (urgent) to 4 (low)"},
+			{"ASavedReplyWithANUL", "POST", "/ui/saved-replies", url.Values{"title": {"Re\x00fund"}, "body": {"Refunded."}},
+				http.StatusUnprocessableEntity, "it holds a NUL character"},
+			{"DeletingASavedReplyThatIsNoNumber", "POST", "/ui/saved-replies/%00/delete", nil, http.StatusNotFound, "No such saved reply."},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				status, body := 0, ""
+				if tc.method == "GET" {
+					status, body = c.get(tc.path)
+				} else {
+					status, body = c.post(tc.path, tc.form)
+				}
+				if status != tc.want || !strings.Contains(body, tc.says) {
+					t.Errorf("%s %s: %d, want %d saying %q:\n%s", tc.method, tc.path, status, tc.want, tc.says, body)
+				}
+			})
+		}
+		if after, _ := w.Store.ListMessages(w.Ctx, w.ticket); len(after) != len(before) {
+			t.Errorf("%d messages after the refusals, want the %d before", len(after), len(before))
+		}
+		if now := ticket(); *now.Priority != *was.Priority || now.Status != was.Status {
+			t.Errorf("the ticket changed: priority %d → %d, status %s → %s", *was.Priority, *now.Priority, was.Status, now.Status)
+		}
+		if list, err := w.Desk(w.queue).SavedReplies(w.Ctx, &store.Agent{Name: "alice", Teams: []string{"billing"}}); err != nil || len(list) > 1 {
+			t.Errorf("saved replies %d (%v), want none new", len(list), err)
+		}
+	})
 }
 
 func TestConsoleShowsSLAClocks(t *testing.T) {

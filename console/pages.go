@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/helpdesk-dev/helpdesk/api"
 	"github.com/helpdesk-dev/helpdesk/desk"
@@ -57,6 +59,10 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 // pageSize is how many tickets a queue page shows.
 const pageSize = 50
 
+// maxSearch bounds the queue's search, in bytes: each of its words is a
+// condition of the query, and a URL may be a megabyte long.
+const maxSearch = 200
+
 var viewNames = map[string]string{"mine": "Mine", "unassigned": "Unassigned", "open": "All open", "pending": "Pending",
 	"due": "Due soon", "all": "All"}
 
@@ -93,6 +99,18 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, a *agent) {
 		Assignee: q.Get("assignee"), Search: q.Get("q"), Limit: pageSize}
 	if p.Status != "" && !vocab.Status(p.Status).Valid() {
 		p.Status = ""
+	}
+	// The URL is anyone's to write: a filter no ticket could match is left
+	// out and said so, before PostgreSQL refuses its bytes.
+	var unusable []string
+	if p.Team != "" && !desk.TeamName.MatchString(p.Team) {
+		p.Team, unusable = "", append(unusable, "the team, which is no team's name")
+	}
+	if p.Assignee != "" && !vocab.AgentNamePattern.MatchString(p.Assignee) {
+		p.Assignee, unusable = "", append(unusable, "the assignee, who is no agent")
+	}
+	if s := p.Search; len(s) > maxSearch || !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		p.Search, unusable = "", append(unusable, fmt.Sprintf("the search, which must be text of at most %d bytes", maxSearch))
 	}
 	if n, err := strconv.Atoi(q.Get("priority")); err == nil && n >= 1 && n <= 4 {
 		p.Priority = int16(n)
@@ -146,7 +164,11 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, a *agent) {
 	if p.Offset+len(rows) < total {
 		d.Next = link(pageNo + 1)
 	}
-	c.render(w, r, http.StatusOK, "queue", &page{Title: viewNames[view], Agent: a.Agent, Data: d})
+	status, problem := http.StatusOK, ""
+	if len(unusable) > 0 {
+		status, problem = http.StatusBadRequest, "Left out: "+strings.Join(unusable, "; ")+"."
+	}
+	c.render(w, r, status, "queue", &page{Title: viewNames[view], Agent: a.Agent, Problem: problem, Data: d})
 }
 
 type messageItem struct {
@@ -344,6 +366,10 @@ func (c *Console) reply(w http.ResponseWriter, r *http.Request, a *agent) {
 		refuse(http.StatusUnprocessableEntity, "Pick a status for after the reply.", false)
 		return
 	}
+	if err := desk.CheckText(body); err != nil {
+		refuse(http.StatusUnprocessableEntity, "The reply was not sent: "+err.Error()+".", false)
+		return
+	}
 	err := store.Run(ctx, c.pool, func(tx *store.Tx) error {
 		var ids []int64
 		if r.MultipartForm != nil {
@@ -377,6 +403,9 @@ func (c *Console) reply(w http.ResponseWriter, r *http.Request, a *agent) {
 		errors.Is(err, desk.ErrAttachmentTooLarge):
 		refuse(http.StatusConflict, "The reply was not sent: "+err.Error()+".", false)
 		return
+	case errors.Is(err, desk.ErrInvalidText):
+		refuse(http.StatusUnprocessableEntity, "The reply was not sent: "+err.Error()+".", false)
+		return
 	case err != nil:
 		c.failErr(w, r, err)
 		return
@@ -387,18 +416,26 @@ func (c *Console) reply(w http.ResponseWriter, r *http.Request, a *agent) {
 func (c *Console) note(w http.ResponseWriter, r *http.Request, a *agent) {
 	id := r.PathValue("id")
 	body := strings.TrimSpace(r.PostFormValue("body"))
-	_, err := c.desk.AddNoteSeen(r.Context(), vocab.Agent(a.Name), id, body, seen(r))
-	if body == "" || errors.Is(err, desk.ErrTicketChanged) {
+	err := desk.CheckText(body)
+	if err == nil {
+		_, err = c.desk.AddNoteSeen(r.Context(), vocab.Agent(a.Name), id, body, seen(r))
+	}
+	if errors.Is(err, desk.ErrTicketChanged) || errors.Is(err, desk.ErrInvalidText) {
 		d, perr := c.ticketPage(r, a, id)
 		if perr != nil {
 			c.failErr(w, r, perr)
 			return
 		}
-		d.NoteText, d.Changed = r.PostFormValue("body"), err != nil
+		changed := errors.Is(err, desk.ErrTicketChanged)
+		d.NoteText, d.Changed = r.PostFormValue("body"), changed
 		markNew(d, seen(r))
 		problem, code := "Write the note first.", http.StatusUnprocessableEntity
-		if body != "" {
+		switch {
+		case body == "":
+		case changed:
 			problem, code = "Something new came in while you wrote: read it below. Your note was not added; your text is kept.", http.StatusConflict
+		default:
+			problem = "The note was not added: " + err.Error() + "."
 		}
 		c.render(w, r, code, "ticket", &page{Title: d.Ticket.ID + " " + d.Ticket.Subject, Agent: a.Agent, Problem: problem, Data: d})
 		return
@@ -545,10 +582,11 @@ func (c *Console) addSavedReply(w http.ResponseWriter, r *http.Request, a *agent
 
 func (c *Console) deleteSavedReply(w http.ResponseWriter, r *http.Request, a *agent) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err == nil {
-		err = c.desk.DeleteSavedReply(r.Context(), a.Agent, id)
-	}
 	if err != nil {
+		c.fail(w, r, http.StatusNotFound, "No such saved reply.")
+		return
+	}
+	if err := c.desk.DeleteSavedReply(r.Context(), a.Agent, id); err != nil {
 		c.failErr(w, r, err)
 		return
 	}

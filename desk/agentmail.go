@@ -62,7 +62,7 @@ func (d *Desk) agentReplyTx(ctx context.Context, tx *store.Tx, m *AgentMail) (*A
 			return refuse(t.ID + " has no suggested reply yet.")
 		case errors.Is(err, ErrDraftStale):
 			return refuse("The customer wrote after the suggested reply of " + t.ID + "; a new one is being written.")
-		case errors.Is(err, ErrInvalidTransition):
+		case errors.Is(err, ErrInvalidTransition), errors.Is(err, ErrInvalidText):
 			return refuse(err.Error())
 		case err != nil:
 			return nil, err

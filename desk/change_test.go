@@ -3,6 +3,7 @@ package desk_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/helpdesk-dev/helpdesk/desk"
@@ -86,4 +87,41 @@ func TestAddNote(t *testing.T) {
 			t.Errorf("a note queued mail: %+v", w.queue.jobs)
 		}
 	})
+}
+
+// Each edge checks what it is sent in its own words; the use cases check
+// it again, so that an edge that forgets cannot make PostgreSQL refuse a
+// write or store a priority that is none.
+func TestWhatNoTicketCanHoldIsRefusedWhateverTheEdge(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, true)
+	w.agent(t, "alice", "billing")
+	ticket := w.open(t, "Parcel", "Hi.")
+	before := len(w.messages(t, ticket.ID))
+	for _, text := range []string{"", "a\x00b", "\xff\xfe"} {
+		if _, _, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: text}); !errors.Is(err, desk.ErrInvalidText) {
+			t.Errorf("a reply of %.10q: err = %v, want ErrInvalidText", text, err)
+		}
+		if _, err := w.desk.AddNote(w.ctx, vocab.Agent("alice"), ticket.ID, text); !errors.Is(err, desk.ErrInvalidText) {
+			t.Errorf("a note of %.10q: err = %v, want ErrInvalidText", text, err)
+		}
+	}
+	if err := desk.CheckText(strings.Repeat("a", desk.MaxTextBytes+1)); !errors.Is(err, desk.ErrInvalidText) {
+		t.Errorf("text of MaxTextBytes+1 bytes, as the API and the console take it: err = %v", err)
+	}
+	if after := len(w.messages(t, ticket.ID)); after != before {
+		t.Errorf("%d messages, want the %d before", after, before)
+	}
+	for _, p := range []int{0, 5, -1} {
+		if _, err := w.desk.ChangeTicket(w.ctx, vocab.Agent("alice"), ticket.ID, &desk.Change{Priority: &p}); !errors.Is(err, desk.ErrInvalidPriority) {
+			t.Errorf("priority %d: err = %v, want ErrInvalidPriority", p, err)
+		}
+	}
+	if got := w.ticket(t, ticket.ID); got.Priority != nil && (*got.Priority < 1 || *got.Priority > 4) {
+		t.Errorf("priority %d written", *got.Priority)
+	}
+	alice := &store.Agent{Name: "alice", Teams: []string{"billing"}}
+	if _, err := w.desk.AddSavedReply(w.ctx, alice, &desk.SavedReplyParams{Title: "Re\x00fund", Body: "Refunded."}); !errors.Is(err, desk.ErrInvalidSavedReply) {
+		t.Errorf("a saved reply with a NUL: err = %v, want ErrInvalidSavedReply", err)
+	}
 }

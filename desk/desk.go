@@ -60,6 +60,7 @@ var (
 	ErrInvalidTransition = errors.New("invalid status change")
 	ErrUnknownAgent      = errors.New("no such active agent")
 	ErrUnknownTeam       = errors.New("no such team")
+	ErrInvalidPriority   = errors.New("a priority is 1 (urgent) to 4 (low)")
 	// ErrTicketChanged is an answer written without the newest message:
 	// a customer wrote, or another agent answered, since.
 	ErrTicketChanged  = errors.New("the ticket has a newer message than the one you saw")

@@ -42,6 +42,11 @@ type ReplyParams struct {
 // at the latest), and the job is inserted with the commit, so the message
 // returned holds its number and Message-ID at once.
 func (d *Desk) CreateReplyTx(ctx context.Context, tx *store.Tx, p *ReplyParams) (*store.Message, int64, error) {
+	if p.Body != "" || !p.FromDraft { // an empty body from the draft is the draft's
+		if err := messageText(p.Body); err != nil {
+			return nil, 0, fmt.Errorf("reply to %s: %w", p.TicketID, err)
+		}
+	}
 	var (
 		ticket    store.Ticket
 		customer  store.Customer

@@ -38,6 +38,11 @@ func (d *Desk) AddSavedReplyTx(ctx context.Context, tx *store.Tx, agent *store.A
 	if title == "" || len([]rune(title)) > 200 || body == "" || len([]rune(body)) > 20000 {
 		return nil, ErrInvalidSavedReply
 	}
+	for _, text := range []string{title, body} {
+		if err := storable(text); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidSavedReply, err)
+		}
+	}
 	r := &store.SavedReply{Title: title, Body: body, CreatedBy: string(vocab.Agent(agent.Name))}
 	if p.Team != "" {
 		if !agent.InTeam(p.Team) {

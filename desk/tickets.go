@@ -337,6 +337,9 @@ func (d *Desk) changeTx(ctx context.Context, tx *store.Tx, t *store.Ticket, acto
 	if c.Status != nil && !CanChangeStatus(t.Status, *c.Status) {
 		return fmt.Errorf("%w: %s → %s", ErrInvalidTransition, t.Status, *c.Status)
 	}
+	if c.Priority != nil && (*c.Priority < 1 || *c.Priority > 4) {
+		return fmt.Errorf("%w: %d", ErrInvalidPriority, *c.Priority)
+	}
 	if c.Assignee != nil && *c.Assignee != "" {
 		a, err := st.GetAgent(ctx, *c.Assignee)
 		if err != nil || !a.Active() {
@@ -425,6 +428,9 @@ func (d *Desk) AddNote(ctx context.Context, author vocab.Actor, ticketID, body s
 // AddNoteSeen is AddNote by an agent who saw up to message seen: a newer
 // customer message or reply is ErrTicketChanged (0: no check).
 func (d *Desk) AddNoteSeen(ctx context.Context, author vocab.Actor, ticketID, body string, seen int64) (*store.Message, error) {
+	if err := messageText(body); err != nil {
+		return nil, fmt.Errorf("note on %s: %w", ticketID, err)
+	}
 	var msg *store.Message
 	err := store.Run(ctx, d.pool, func(tx *store.Tx) (err error) {
 		st := tx.Store()

@@ -123,6 +123,10 @@ func (a Actor) IsCustomer() bool { return a.Kind() == KindCustomer }
 // CustomerIDPattern is what a customer id looks like: C- and at least four digits.
 var CustomerIDPattern = regexp.MustCompile(`^C-[0-9]{4,}$`)
 
+// TicketIDPattern is what a ticket id looks like: T- and up to 18
+// digits, a number PostgreSQL's bigint holds.
+var TicketIDPattern = regexp.MustCompile(`^T-[0-9]{1,18}$`)
+
 // AgentNamePattern is what an agent's name may be.
 var AgentNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
