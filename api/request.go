@@ -11,9 +11,9 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
+	"github.com/helpdesk-dev/helpdesk/desk"
 	"github.com/helpdesk-dev/helpdesk/store"
 )
 
@@ -163,14 +163,10 @@ func hex4(b []byte, at int) (uint16, bool) {
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
 
-// validateName checks a person's name: 1 to 200 characters of UTF-8,
-// no control characters (it ends up in mail headers).
+// validateName checks a person's name (desk.CheckName).
 func validateName(s string) error {
-	switch n := utf8.RuneCountInString(s); {
-	case strings.TrimSpace(s) == "" || n > 200:
-		return unprocessable("invalid_name", "name must be 1 to 200 characters")
-	case strings.IndexFunc(s, unicode.IsControl) >= 0:
-		return unprocessable("invalid_name", "name must not contain control characters")
+	if err := desk.CheckName(s); err != nil {
+		return unprocessable("invalid_name", "%v", err)
 	}
 	return nil
 }

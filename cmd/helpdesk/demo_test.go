@@ -144,6 +144,11 @@ func TestYourOwnTeam(t *testing.T) {
 		{[]string{"apikey", "revoke", "x"}, "positive integer"},
 		{[]string{"apikey", "create", "-actor", "agent:nobody"}, "there is no agent nobody"},
 		{[]string{"agent", "fire", "dana"}, "want agent add"},
+		// Bytes PostgreSQL's text refuses are refused before it sees them.
+		{[]string{"agent", "disable", "d\xffna"}, "argument 3 is not UTF-8 text"},
+		{[]string{"mailbox", "status", "\xfe"}, "argument 3 is not UTF-8 text"},
+		{[]string{"customer", "add", "-email", "y@example.com", "-name", "Walter\tWhite"}, "-name: want the customer's name: name must not contain control characters"},
+		{[]string{"agent", "add", "eve", "-email", "eve@example.com", "-team", "billing", "-name", strings.Repeat("E", 201)}, "-name: name must be 1 to 200 characters"},
 	} {
 		if code, _, stderr := runCmd(t, env, tc.args...); code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, %q; want exit 2 naming %q", tc.args, code, stderr, tc.want)

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/helpdesk-dev/helpdesk/settings"
 )
@@ -73,6 +74,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		fmt.Fprintf(stderr, "helpdesk: %v\n", err)
 		return 2
+	}
+	// Names, addresses and numbers are UTF-8, as PostgreSQL's text is: an
+	// argument that is not is refused here, not by the database. It is not
+	// quoted back, as it may be a secret.
+	for i, a := range args {
+		if !utf8.ValidString(a) {
+			fmt.Fprintf(stderr, "helpdesk: argument %d is not UTF-8 text\n", i+1)
+			return 2
+		}
 	}
 	switch args[0] {
 	case "migrate":

@@ -93,6 +93,9 @@ func cmdAgent(ctx context.Context, args []string, getenv func(string) string, st
 		if p.DisplayName == "" {
 			p.DisplayName = name
 		}
+		if err := desk.CheckName(p.DisplayName); err != nil {
+			return usageErrorf("-name: %v", err)
+		}
 		if fs.set("admin") {
 			p.Admin = admin
 		}
@@ -209,8 +212,8 @@ func cmdCustomer(ctx context.Context, args []string, getenv func(string) string,
 		if err != nil || a.Name != "" {
 			return usageErrorf("-email %q: want one address such as ada@example.com", *email)
 		}
-		if strings.TrimSpace(*name) == "" || strings.ContainsAny(*name, "\r\n") {
-			return usageErrorf("-name: want the customer's name")
+		if err := desk.CheckName(strings.TrimSpace(*name)); err != nil {
+			return usageErrorf("-name: want the customer's name: %v", err)
 		}
 		address = a.Address
 	case "list":
