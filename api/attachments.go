@@ -13,16 +13,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/helpdesk-dev/helpdesk/desk"
 	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
-
-// maxFilenameBytes bounds an uploaded file's name.
-const maxFilenameBytes = 255
 
 // uploadAttachment answers POST /v1/attachments (agents): one file in a
 // multipart/form-data body under the field "file". It is kept until a
@@ -73,7 +68,7 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, who vo
 		if err := checkFilename(name); err != nil {
 			return err
 		}
-		upload = &desk.Upload{Agent: who.ID(), Filename: name, ContentType: uploadedType(part.Header.Get("Content-Type")), Content: content}
+		upload = &desk.Upload{Agent: who.ID(), Filename: name, ContentType: desk.UploadedType(part.Header.Get("Content-Type")), Content: content}
 	}
 	if upload == nil {
 		return badRequest("missing_file", "the body has no field named file")
@@ -89,32 +84,12 @@ func (s *Server) uploadAttachment(w http.ResponseWriter, r *http.Request, who vo
 	})
 }
 
-// checkFilename refuses names that would not survive a mail header or a
-// file system: empty, too long, not UTF-8, control characters.
+// checkFilename is desk.CheckFilename in the API's words.
 func checkFilename(name string) error {
-	switch {
-	case strings.TrimSpace(name) == "":
-		return unprocessable("invalid_filename", "the file part needs a filename")
-	case len(name) > maxFilenameBytes:
-		return unprocessable("invalid_filename", "the filename has %d bytes; at most %d", len(name), maxFilenameBytes)
-	case !utf8.ValidString(name):
-		return unprocessable("invalid_filename", "the filename is not UTF-8")
-	case strings.IndexFunc(name, unicode.IsControl) >= 0:
-		return unprocessable("invalid_filename", "the filename has control characters")
+	if err := desk.CheckFilename(name); err != nil {
+		return unprocessable("invalid_filename", "%v", err)
 	}
 	return nil
-}
-
-// uploadedType is the type the client named, or application/octet-stream.
-func uploadedType(t string) string {
-	mt, params, err := mime.ParseMediaType(t)
-	if err != nil || !strings.Contains(mt, "/") {
-		return "application/octet-stream"
-	}
-	if v := mime.FormatMediaType(mt, params); v != "" {
-		return v
-	}
-	return mt
 }
 
 // getAttachment answers GET /v1/tickets/{id}/attachments/{attachment_id}
@@ -147,7 +122,7 @@ func (s *Server) getAttachment(w http.ResponseWriter, r *http.Request, who vocab
 		return &Error{Status: http.StatusGone, Code: "attachment_not_kept", Message: note}
 	}
 	h := w.Header()
-	h.Set("Content-Type", uploadedType(a.ContentType))
+	h.Set("Content-Type", desk.UploadedType(a.ContentType))
 	h.Set("Content-Disposition", ContentDisposition(a.Filename))
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")

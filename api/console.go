@@ -79,6 +79,3 @@ func (s *Server) SessionTTL() int { return int(s.sessionTTL.Seconds()) }
 // Secure says whether the request came over TLS (directly or through a
 // trusted proxy): the session cookie is Secure then.
 func (s *Server) Secure(r *http.Request) bool { return s.secure(r) }
-
-// UploadedType is the Content-Type a stored file is served with.
-func UploadedType(contentType string) string { return uploadedType(contentType) }

@@ -58,6 +58,8 @@ func ErrorOf(err error) *Error {
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid_priority", Message: err.Error()}
 	case errors.Is(err, desk.ErrInvalidText):
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid_text", Message: err.Error()}
+	case errors.Is(err, desk.ErrInvalidFilename):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "invalid_filename", Message: err.Error()}
 	case errors.Is(err, desk.ErrAttachmentUnavailable):
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "attachment_unavailable", Message: err.Error() +
 			"; upload the file again with POST /v1/attachments"}

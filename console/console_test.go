@@ -212,6 +212,30 @@ func TestConsoleWithoutJavaScript(t *testing.T) {
 		}
 		was := ticket()
 		// Bytes PostgreSQL's text refuses, in the path, the query and the forms.
+		// A reply form with a file, its part's header written as given.
+		withFile := func(partHeader string) string {
+			return "--b\r\nContent-Disposition: form-data; name=\"body\"\r\n\r\nHere it is.\r\n" +
+				"--b\r\n" + partHeader + "\r\nContent-Type: text/plain\r\n\r\nhello\r\n--b--\r\n"
+		}
+		for _, tc := range []struct {
+			name, body string
+			want       int
+			says       string
+		}{
+			{"AFileNameThatIsNotUTF8", withFile("Content-Disposition: form-data; name=\"attachments\"; filename=\"\xff\xfe.txt\""),
+				http.StatusUnprocessableEntity, "The reply was not sent: invalid filename: the name is not UTF-8."},
+			{"AFileNameLongerThanAMailHeaderTakes", withFile("Content-Disposition: form-data; name=\"attachments\"; filename=\"" + strings.Repeat("x", 300) + "\""),
+				http.StatusUnprocessableEntity, "at most 255"},
+			{"AFormThatIsNoForm", withFile("Content-Disposition: form-data; name=\"attachments\"; filename=\"a\x00b.txt\""),
+				http.StatusBadRequest, "The form could not be read: nothing was sent."},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				status, body := c.postBody("/ui/tickets/"+w.ticket+"/reply", "multipart/form-data; boundary=b", tc.body)
+				if status != tc.want || !strings.Contains(body, tc.says) {
+					t.Errorf("%d, want %d saying %q:\n%s", status, tc.want, tc.says, body)
+				}
+			})
+		}
 		for _, tc := range []struct {
 			name, method, path string
 			form               url.Values

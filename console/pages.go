@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -339,8 +340,13 @@ func seen(r *http.Request) int64 {
 func (c *Console) reply(w http.ResponseWriter, r *http.Request, a *agent) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	if err := r.ParseMultipartForm(maxForm); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+	var tooLarge *http.MaxBytesError
+	switch err := r.ParseMultipartForm(maxForm); {
+	case errors.As(err, &tooLarge), errors.Is(err, multipart.ErrMessageTooLarge):
 		c.fail(w, r, http.StatusRequestEntityTooLarge, "The reply or its files are too large.")
+		return
+	case err != nil && !errors.Is(err, http.ErrNotMultipart):
+		c.fail(w, r, http.StatusBadRequest, "The form could not be read: nothing was sent.")
 		return
 	}
 	body := strings.TrimSpace(r.PostFormValue("body"))
@@ -403,7 +409,7 @@ func (c *Console) reply(w http.ResponseWriter, r *http.Request, a *agent) {
 		errors.Is(err, desk.ErrAttachmentTooLarge):
 		refuse(http.StatusConflict, "The reply was not sent: "+err.Error()+".", false)
 		return
-	case errors.Is(err, desk.ErrInvalidText):
+	case errors.Is(err, desk.ErrInvalidText), errors.Is(err, desk.ErrInvalidFilename):
 		refuse(http.StatusUnprocessableEntity, "The reply was not sent: "+err.Error()+".", false)
 		return
 	case err != nil:
@@ -549,7 +555,7 @@ func (c *Console) attachment(w http.ResponseWriter, r *http.Request, a *agent) {
 		return
 	}
 	h := w.Header()
-	h.Set("Content-Type", api.UploadedType(att.ContentType))
+	h.Set("Content-Type", desk.UploadedType(att.ContentType))
 	h.Set("Content-Disposition", api.ContentDisposition(att.Filename))
 	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
 	h.Set("Cache-Control", "private, max-age=0")

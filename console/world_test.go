@@ -111,8 +111,15 @@ func (c *client) get(path string) (int, string) {
 // post sends a form from this site, as the page's own form does.
 func (c *client) post(path string, form url.Values) (int, string) {
 	c.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return c.postBody(path, "application/x-www-form-urlencoded", form.Encode())
+}
+
+// postBody sends a body of the given type from this site, as a form with
+// files does (multipart/form-data).
+func (c *client) postBody(path, contentType, body string) (int, string) {
+	c.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Origin", c.base)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	resp, err := c.http.Do(req)

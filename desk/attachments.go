@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"mime"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -73,12 +74,52 @@ func (d *Desk) StoreUploadTx(ctx context.Context, tx *store.Tx, u *Upload) (*sto
 	if int64(len(u.Content)) > d.config.AttachmentMaxBytes {
 		return nil, fmt.Errorf("%w: %d bytes; at most %d", ErrAttachmentTooLarge, len(u.Content), d.config.AttachmentMaxBytes)
 	}
-	list, err := tx.Store().InsertAttachments(ctx, nil, []*store.NewAttachment{{Filename: u.Filename, ContentType: u.ContentType,
+	if err := CheckFilename(u.Filename); err != nil {
+		return nil, err
+	}
+	list, err := tx.Store().InsertAttachments(ctx, nil, []*store.NewAttachment{{Filename: u.Filename, ContentType: UploadedType(u.ContentType),
 		Size: int64(len(u.Content)), Content: blob.FromBytes(u.Content), UploadedBy: u.Agent}})
 	if err != nil {
 		return nil, err
 	}
 	return list[0], nil
+}
+
+// MaxFilenameBytes bounds an uploaded file's name.
+const MaxFilenameBytes = 255
+
+// ErrInvalidFilename is an upload's name that would not survive a mail
+// header or a file system.
+var ErrInvalidFilename = errors.New("invalid filename")
+
+// CheckFilename refuses an upload's name that is empty, too long, not
+// UTF-8 or has control characters.
+func CheckFilename(name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return fmt.Errorf("%w: the file needs a name", ErrInvalidFilename)
+	case len(name) > MaxFilenameBytes:
+		return fmt.Errorf("%w: the name has %d bytes; at most %d", ErrInvalidFilename, len(name), MaxFilenameBytes)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: the name is not UTF-8", ErrInvalidFilename)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return fmt.Errorf("%w: the name has control characters", ErrInvalidFilename)
+	}
+	return nil
+}
+
+// UploadedType is the type a client named for its file, as a well-formed
+// media type, or application/octet-stream: what the file is kept and
+// served with.
+func UploadedType(t string) string {
+	mt, params, err := mime.ParseMediaType(t)
+	if err != nil || !strings.Contains(mt, "/") {
+		return "application/octet-stream"
+	}
+	if v := mime.FormatMediaType(mt, params); v != "" {
+		return v
+	}
+	return mt
 }
 
 // MaxSignatureBytes bounds an agent's signature.

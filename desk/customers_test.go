@@ -2,6 +2,7 @@ package desk_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/helpdesk-dev/helpdesk/desk"
@@ -65,6 +66,29 @@ func TestUploads(t *testing.T) {
 		files, _ := w.st.MessageAttachmentFiles(w.ctx, msg.ID)
 		if len(files) != 1 || len(w.smtp.Deliveries()) != 1 {
 			t.Errorf("%d files on the reply, %d mails", len(files), len(w.smtp.Deliveries()))
+		}
+	})
+	t.Run("AnUploadsNameMustSurviveAMailHeaderAndItsTypeIsKeptWellFormed", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true)
+		upload := func(name, contentType string) (*store.Attachment, error) {
+			var up *store.Attachment
+			err := store.Run(w.ctx, w.pool, func(tx *store.Tx) (err error) {
+				up, err = w.desk.StoreUploadTx(w.ctx, tx, &desk.Upload{Agent: "alice", Filename: name, ContentType: contentType, Content: []byte("hi")})
+				return err
+			})
+			return up, err
+		}
+		for _, name := range []string{"", " ", "\xff.txt", "a\x00b.txt", "a\r\nb.txt", strings.Repeat("x", desk.MaxFilenameBytes+1)} {
+			if _, err := upload(name, "text/plain"); !errors.Is(err, desk.ErrInvalidFilename) {
+				t.Errorf("name %.12q: err = %v, want ErrInvalidFilename", name, err)
+			}
+		}
+		for given, kept := range map[string]string{"text/plain; charset=UTF-8": "text/plain; charset=UTF-8", "\xff/\xfe": "application/octet-stream",
+			"nonsense": "application/octet-stream", "": "application/octet-stream"} {
+			if up, err := upload("a.txt", given); err != nil || up.ContentType != kept {
+				t.Errorf("type %q kept as %v (%v), want %q", given, up, err, kept)
+			}
 		}
 	})
 }
