@@ -10,8 +10,10 @@ import (
 	"html"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"riverqueue.com/riverui"
 
@@ -73,6 +75,13 @@ func (s *Server) MountUI() error {
 			return
 		}
 		info.actor, info.admin = caller.Actor.String(), caller.Admin
+		// River UI hands the queue, kind or workflow the URL names to
+		// PostgreSQL as it is: a NUL or bytes that are not UTF-8 came back
+		// as a 500.
+		if !textOnly(r.URL) {
+			s.writeError(w, r, badRequest("invalid_request", "the path and the query must be UTF-8 text without NUL characters"))
+			return
+		}
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			ui.ServeHTTP(w, r)
 			return
@@ -104,6 +113,25 @@ func (s *Server) MountUI() error {
 		http.Redirect(w, r, UIPrefix+"/", http.StatusMovedPermanently)
 	})
 	return nil
+}
+
+// textOnly says whether u's path and query, decoded, are UTF-8 without NUL.
+func textOnly(u *url.URL) bool {
+	text := func(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+	if !text(u.Path) {
+		return false
+	}
+	for k, vs := range u.Query() {
+		if !text(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !text(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Start starts what the API runs in the background: River UI's caches.

@@ -105,6 +105,18 @@ func TestRiverUIIsForAgentsOnly(t *testing.T) {
 		}
 	})
 
+	t.Run("WhatTheURLNamesIsTextOrRefused", func(t *testing.T) {
+		for _, path := range []string{"/riverui/api/queues/%00", "/riverui/api/queues/%FF%FE", "/riverui/api/jobs?kinds=%00",
+			"/riverui/api/jobs?queues=%FF", "/riverui/api/workflows/%FF%FE"} {
+			if resp := uiRequest(t, "GET", ts.URL+path, "", bearer(ab.agent)); resp.StatusCode != 400 || resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("GET %s: %d %s, want 400 JSON", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+		}
+		if resp := uiRequest(t, "GET", ts.URL+"/riverui/api/jobs?kinds=triage&queues=triage", "", bearer(ab.agent)); resp.StatusCode != 200 {
+			t.Errorf("a filter of text: %d", resp.StatusCode)
+		}
+	})
+
 	t.Run("TheLoginPageSetsAStrictHttpOnlyCookie", func(t *testing.T) {
 		form := func(key string) func(*http.Request) {
 			return func(r *http.Request) { r.Header.Set("Content-Type", "application/x-www-form-urlencoded") }
