@@ -41,4 +41,11 @@ func TestMailboxesAreAdminsAndShowNoSecret(t *testing.T) {
 	if status != 404 || resp["message"] != "mailbox nope not found" {
 		t.Errorf("an unknown mailbox: %d %v", status, resp)
 	}
+	// A name no mailbox can have never reaches PostgreSQL, which refuses its bytes.
+	for _, name := range []string{"%00", "bill%00ing", "%FF%FE", "%C3%28"} {
+		for _, method := range []string{"GET", "PATCH"} {
+			status, _, resp = ab.do(t, ab.agent, method, "/v1/mailboxes/"+name, []byte(`{"disabled": true}`), "")
+			requireError(t, status, resp, 404, "not_found")
+		}
+	}
 }

@@ -99,12 +99,24 @@ func (d *Desk) Mailboxes(ctx context.Context) ([]*store.Mailbox, error) {
 
 // Mailbox is one mailbox; store.ErrNotFound for none.
 func (d *Desk) Mailbox(ctx context.Context, name string) (*store.Mailbox, error) {
+	if !MailboxName.MatchString(name) {
+		return nil, noMailbox(name)
+	}
 	return store.New(d.pool).GetMailbox(ctx, name)
+}
+
+// noMailbox is ErrNotFound for a name no mailbox can have: it is answered
+// before PostgreSQL sees its bytes (a NUL, what is not UTF-8).
+func noMailbox(name string) error {
+	return fmt.Errorf("mailbox %q: %w", name, store.ErrNotFound)
 }
 
 // DisableMailbox stops fetching a mailbox; its checkpoint stays, so it
 // goes on where it stopped once added again.
 func (d *Desk) DisableMailbox(ctx context.Context, name string) error {
+	if !MailboxName.MatchString(name) {
+		return noMailbox(name)
+	}
 	return store.New(d.pool).DisableMailbox(ctx, name)
 }
 
