@@ -175,17 +175,10 @@ func unprocessable(code, format string, args ...any) *Error {
 	return &Error{Status: http.StatusUnprocessableEntity, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// validateText checks a message body: 1 byte to 64 KiB of UTF-8, no NUL.
+// validateText checks a message body (desk.CheckText), in the API's words.
 func validateText(field, s string) error {
-	switch {
-	case s == "":
-		return unprocessable("invalid_"+field, "%s must not be empty", field)
-	case len(s) > maxBodyBytes:
-		return unprocessable("invalid_"+field, "%s has %d bytes; at most %d", field, len(s), maxBodyBytes)
-	case !utf8.ValidString(s):
-		return unprocessable("invalid_"+field, "%s must be UTF-8", field)
-	case strings.ContainsRune(s, 0):
-		return unprocessable("invalid_"+field, "%s must not contain NUL characters", field)
+	if err := desk.CheckText(s); err != nil {
+		return unprocessable("invalid_"+field, "%s: %v", field, err)
 	}
 	return nil
 }

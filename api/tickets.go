@@ -20,11 +20,8 @@ import (
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
-// Limits of a new ticket.
-const (
-	maxSubjectChars = 200
-	maxBodyBytes    = desk.MaxTextBytes
-)
+// maxSubjectChars bounds a new ticket's subject.
+const maxSubjectChars = 200
 
 type createTicketRequest struct {
 	CustomerID string `json:"customer_id"`

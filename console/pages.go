@@ -409,7 +409,7 @@ func (c *Console) reply(w http.ResponseWriter, r *http.Request, a *agent) {
 		errors.Is(err, desk.ErrAttachmentTooLarge):
 		refuse(http.StatusConflict, "The reply was not sent: "+err.Error()+".", false)
 		return
-	case errors.Is(err, desk.ErrInvalidText), errors.Is(err, desk.ErrInvalidFilename):
+	case errors.Is(err, desk.ErrInvalidFilename):
 		refuse(http.StatusUnprocessableEntity, "The reply was not sent: "+err.Error()+".", false)
 		return
 	case err != nil:
