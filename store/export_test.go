@@ -30,3 +30,7 @@ func (b *Batch) TriageReadApart(p *TriageReadParams, into *TriageRead) {
 		return nil
 	})
 }
+
+// MigrationLockID is the first key of a schema's migration lock, for a
+// test to hold it as a run in progress does.
+const MigrationLockID = migrationLockID

@@ -16,8 +16,11 @@ import (
 	"github.com/helpdesk-dev/helpdesk/migrations"
 )
 
-// migrationLockID serialises concurrent `helpdesk migrate` runs; any constant
-// unlikely to collide with another application's advisory lock will do.
+// migrationLockID serialises concurrent `helpdesk migrate` runs on one
+// schema; any constant unlikely to collide with another application's
+// advisory lock will do. The lock's second key is the schema's name
+// (hashtext), so that runs on two schemas of one database (two desks, or
+// the tests' schemas, several hundred a run) do not wait for each other.
 const migrationLockID = 0x68656c70 // "help"
 
 // Migration is one numbered step of helpdesk's schema.
@@ -82,8 +85,15 @@ func Migrations() ([]Migration, error) {
 }
 
 // MigrateUp applies River's migrations and then every helpdesk migration not
-// yet applied. Running it again changes nothing.
+// yet applied, holding the schema's migration lock: a run beside it on the
+// same schema (another replica's, at a deploy) waits, then finds nothing
+// to apply. Running it again changes nothing.
 func MigrateUp(ctx context.Context, pool *pgxpool.Pool) (*MigrateResult, error) {
+	unlock, err := lockMigrations(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	riverResult, err := migrateRiver(ctx, pool, rivermigrate.DirectionUp, nil)
 	if err != nil {
 		return nil, err
@@ -94,7 +104,7 @@ func MigrateUp(ctx context.Context, pool *pgxpool.Pool) (*MigrateResult, error) 
 	}
 	result := &MigrateResult{RiverVersion: riverResult}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		applied, err := lockAndReadApplied(ctx, tx)
+		applied, err := readApplied(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -126,9 +136,14 @@ func MigrateDown(ctx context.Context, pool *pgxpool.Pool, steps int, withRiver b
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := lockMigrations(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	result := &MigrateResult{}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		applied, err := lockAndReadApplied(ctx, tx)
+		applied, err := readApplied(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -192,10 +207,27 @@ func PendingMigrations(ctx context.Context, db DBTX) ([]int, error) {
 	return pending, nil
 }
 
-func lockAndReadApplied(ctx context.Context, tx pgx.Tx) (map[int]bool, error) {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockID); err != nil {
+// lockMigrations waits for the migration lock of pool's schema and takes
+// it, on a connection of its own, for River's migrations and ours: River's
+// migrator takes no lock, and two runs at once on a new schema failed
+// in River's steps, each creating what the other had. Closing the
+// connection lets go of its lock however the run ended, so the lock never
+// stays behind on a pooled connection.
+func lockMigrations(ctx context.Context, pool *pgxpool.Pool) (unlock func(), err error) {
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
+	if err != nil {
 		return nil, fmt.Errorf("lock migrations: %w", err)
 	}
+	unlock = func() { _ = conn.Close(context.Background()) }
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext(current_schema()))`, migrationLockID); err != nil {
+		unlock()
+		return nil, fmt.Errorf("lock migrations: %w", err)
+	}
+	return unlock, nil
+}
+
+// readApplied reads which of our migrations the schema has.
+func readApplied(ctx context.Context, tx pgx.Tx) (map[int]bool, error) {
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS helpdesk_migration (
 		version    integer PRIMARY KEY,
 		name       text NOT NULL,

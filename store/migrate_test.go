@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -66,6 +67,102 @@ func TestMigrate(t *testing.T) {
 		}
 		if len(up.Versions) != len(all) || up.RiverVersion == 0 {
 			t.Errorf("MigrateUp after down = %+v, want all %d of ours and River's", up, len(all))
+		}
+	})
+
+	// Each replica of a deploy may run `helpdesk migrate` as it starts.
+	t.Run("RunsAtOnceOnANewSchemaApplyEachMigrationOnce", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		pool := openPool(t, storetest.NewURL(t))
+		all, err := store.Migrations()
+		if err != nil {
+			t.Fatal(err)
+		}
+		const runs = 4
+		type run struct {
+			result *store.MigrateResult
+			err    error
+		}
+		done := make(chan run, runs)
+		for range runs {
+			go func() {
+				r, err := store.MigrateUp(ctx, pool)
+				done <- run{r, err}
+			}()
+		}
+		applied := map[int]int{}
+		for range runs {
+			r := <-done
+			if r.err != nil {
+				t.Errorf("MigrateUp beside %d others: %v", runs-1, r.err)
+				continue
+			}
+			for _, v := range r.result.Versions {
+				applied[v]++
+			}
+			if r.result.RiverVersion == 0 {
+				t.Errorf("a run reports River's schema at version 0")
+			}
+		}
+		for _, m := range all {
+			if applied[m.Version] != 1 {
+				t.Errorf("migration %03d applied %d times, want once", m.Version, applied[m.Version])
+			}
+		}
+	})
+
+	// Two desks may share a database, each in its schema, and the tests
+	// make several hundred schemas a run: a run waits only for another on
+	// its own schema.
+	t.Run("ARunWaitsForAnotherOnItsSchemaOnly", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		busy, other := openPool(t, storetest.NewURL(t)), openPool(t, storetest.NewURL(t))
+		// A run in progress on busy: its lock, held by a session.
+		holder, err := busy.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Release()
+		if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext(current_schema()))`, store.MigrationLockID); err != nil {
+			t.Fatal(err)
+		}
+		waiting := make(chan error, 1)
+		go func() {
+			_, err := store.MigrateUp(ctx, busy)
+			waiting <- err
+		}()
+		for queued := false; !queued; {
+			select {
+			case err := <-waiting:
+				t.Fatalf("MigrateUp ran beside a run in progress on its schema (err %v)", err)
+			default:
+			}
+			if err := busy.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+				AND classid::bigint = $1 AND objid = hashtext(current_schema())::oid AND objsubid = 2)`,
+				store.MigrationLockID).Scan(&queued); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond) // no event tells that a session waits for a lock
+		}
+
+		// A deadline only to fail rather than hang: the run takes well under a second.
+		otherCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if _, err := store.MigrateUp(otherCtx, other); err != nil {
+			t.Fatalf("MigrateUp of another schema while one waits: %v", err)
+		}
+		if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, store.MigrationLockID); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-waiting; err != nil {
+			t.Fatalf("MigrateUp once the run before it ended: %v", err)
+		}
+		for name, pool := range map[string]*pgxpool.Pool{"busy": busy, "other": other} {
+			if pending, err := store.PendingMigrations(ctx, pool); err != nil || len(pending) != 0 {
+				t.Errorf("%s schema: pending %v, %v; want none", name, pending, err)
+			}
 		}
 	})
 }
@@ -171,4 +268,15 @@ func migrateDownTo(t *testing.T, pool *pgxpool.Pool, version int) {
 	if _, err := store.MigrateDown(context.Background(), pool, steps, false); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openPool opens a pool on dbURL, closed when the test ends.
+func openPool(t *testing.T, dbURL string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
