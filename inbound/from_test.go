@@ -48,6 +48,11 @@ func TestParseFromTakesOnlyOneWellFormedMailbox(t *testing.T) {
 		{[]string{"undisclosed-recipients:;"}, ""},
 		{[]string{"ada@localhost"}, ""},
 		{[]string{"ada@[127.0.0.1]"}, ""},
+		// Addresses are ASCII: an IDN domain in its ASCII form is a domain
+		// like any other; in UTF-8 it needs SMTPUTF8, which is not offered.
+		{[]string{"Ada <ada@xn--bcher-kva.de>"}, "ada@xn--bcher-kva.de"},
+		{[]string{"Ada <ada@bücher.de>"}, ""},
+		{[]string{"Jörg <jörg@example.de>"}, "jörg@example.de"},
 	} {
 		addr, name, err := parseFrom(tc.fields)
 		if addr != tc.want || (tc.want == "") != (err != nil) {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -210,7 +211,16 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
 	defer func() { stop() }()
 
-	err = s.c.Mail(env.From, nil)
+	opts, ok := mailOptions(s.c, env)
+	if !ok {
+		// Nothing was said on the session: it stays good for the next.
+		for _, rcpt := range env.To {
+			res.Rcpt[rcpt] = needsSMTPUTF8(rcpt)
+		}
+		keep = true
+		return res
+	}
+	err = s.c.Mail(env.From, opts)
 	if err != nil && s.reused && staleSession(err) {
 		// The server closed the kept session while it waited (an idle
 		// timeout, a restart): nothing of this message was said yet, so a
@@ -222,7 +232,7 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 			return res
 		}
 		stop = context.AfterFunc(ctx, func() { s.conn.Close() })
-		err = s.c.Mail(env.From, nil)
+		err = s.c.Mail(env.From, opts)
 	}
 	c, conn := s.c, s.conn
 	if err != nil {
@@ -289,6 +299,43 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 		_ = c.Quit()
 	}
 	return res
+}
+
+// mailOptions asks for SMTPUTF8 (RFC 6531 §3.4) when an address of the
+// envelope is not ASCII, such as a customer's jörg@example.de. Such a
+// message cannot go through a relay that does not offer the extension
+// (§3.2: neither the address nor the headers that carry it), to any of
+// its recipients, now or later: ok is false.
+func mailOptions(c *smtp.Client, env Envelope) (opts *smtp.MailOptions, ok bool) {
+	if isASCII(env.From) && !slices.ContainsFunc(env.To, func(a string) bool { return !isASCII(a) }) {
+		return nil, true
+	}
+	if offered, _ := c.Extension("SMTPUTF8"); !offered {
+		return nil, false
+	}
+	return &smtp.MailOptions{UTF8: true}, true
+}
+
+// needsSMTPUTF8 is a recipient's refusal, for good, of a message that
+// needs SMTPUTF8 at a relay that does not offer it, in RFC 6531 §3.5's
+// codes: 553 5.6.7 for an address that is not ASCII, 554 5.6.9 for an
+// ASCII one whose copy would carry the other in its headers.
+func needsSMTPUTF8(rcpt string) *SMTPError {
+	if !isASCII(rcpt) {
+		return &SMTPError{Code: 553, Enhanced: [3]int{5, 6, 7}, Phase: PhaseRcpt,
+			Message: "the address is not ASCII and the relay does not offer SMTPUTF8 (RFC 6531)"}
+	}
+	return &SMTPError{Code: 554, Enhanced: [3]int{5, 6, 9}, Phase: PhaseRcpt,
+		Message: "the message carries an address that is not ASCII and the relay does not offer SMTPUTF8 (RFC 6531)"}
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // session is an open, greeted, authenticated SMTP session.

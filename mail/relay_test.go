@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +62,47 @@ func TestRelaySend(t *testing.T) {
 		}
 		if got := srv.Deliveries(); len(got) != 1 || len(got[0].To) != 1 || got[0].To[0] != "ada@example.com" {
 			t.Errorf("deliveries %+v", got)
+		}
+	})
+
+	// A customer may write from jörg@example.de (RFC 6530).
+	eai := mail.Envelope{From: "support@helpdesk.example.com", To: []string{"jörg@example.de", "ada@example.com"}}
+	eaiRaw := []byte("From: support@helpdesk.example.com\r\nTo: <jörg@example.de>\r\nCc: ada@example.com\r\nSubject: Hi\r\n\r\nHello\r\n")
+
+	t.Run("AnAddressThatIsNotASCIIGoesWithSMTPUTF8AndOnlyThen", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.StartWith(t, smtptest.Options{SMTPUTF8: true})
+		r := relayTo(t, srv, srv.URL())
+		if res := r.Send(ctx, eai, eaiRaw); res.Err != nil || len(res.Rcpt) != 2 || res.Rcpt["jörg@example.de"] != nil {
+			t.Fatalf("result %+v", res)
+		}
+		if res := r.Send(ctx, env, raw); res.Err != nil {
+			t.Fatalf("result %+v", res)
+		}
+		got := srv.Deliveries()
+		if len(got) != 2 || !got[0].UTF8 || !slices.Equal(got[0].To, eai.To) || got[1].UTF8 {
+			t.Errorf("deliveries %+v, want the first with SMTPUTF8 to both, the second (ASCII) without", got)
+		}
+	})
+
+	t.Run("ARelayWithoutSMTPUTF8GetsNoneOfAMessageThatNeedsIt", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		res := relayTo(t, srv, "").Send(ctx, eai, eaiRaw)
+		if res.Err != nil || res.BodySent {
+			t.Fatalf("result %+v", res)
+		}
+		o := mail.Classify(res, eai.To)
+		for addr, enhanced := range map[string]string{"jörg@example.de": "5.6.7", "ada@example.com": "5.6.9"} {
+			if got := o.Recipients[addr]; got.State != mail.StateFailed || got.Enhanced != enhanced {
+				t.Errorf("%s: %+v, want failed for good with %s", addr, got, enhanced)
+			}
+		}
+		if o.PausesRelay() || o.Delivered || !strings.Contains(o.LastError, "SMTPUTF8") {
+			t.Errorf("outcome %+v", o)
+		}
+		if got := srv.Deliveries(); len(got) != 0 {
+			t.Errorf("deliveries %+v, want none", got)
 		}
 	})
 

@@ -66,6 +66,7 @@ type Delivery struct {
 	TLS  bool   // it came over TLS
 	User string // the login it came with, if any
 	Helo string // the name the client gave in the first EHLO of the connection
+	UTF8 bool   // MAIL FROM asked for SMTPUTF8 (RFC 6531)
 }
 
 // Server is the fake SMTP server.
@@ -107,6 +108,8 @@ type Options struct {
 	// answers; its error is the answer. It makes the server a relay that
 	// passes mail on, to another test server or a service's inbound port.
 	Forward func(Delivery) error
+	// SMTPUTF8 offers the extension (RFC 6531), as Postfix does by default.
+	SMTPUTF8 bool
 }
 
 // Start listens on 127.0.0.1:0 and stops when the test ends.
@@ -163,6 +166,7 @@ func listen(opts Options) (*Server, error) {
 	if opts.StartTLS {
 		s.smtp.TLSConfig = tlsConfig
 	}
+	s.smtp.EnableSMTPUTF8 = opts.SMTPUTF8
 	s.smtp.Domain = "smtptest.localhost"
 	s.smtp.ReadTimeout, s.smtp.WriteTimeout = time.Minute, time.Minute
 	s.smtp.MaxRecipients = 100
@@ -347,11 +351,12 @@ type session struct {
 	helo   string
 	user   string
 	from   string
+	utf8   bool
 	to     []string
 	mails  int // MAIL commands on this connection
 }
 
-func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	if (s.server.users != nil || s.server.tokens != nil) && s.user == "" {
 		return smtp.ErrAuthRequired
 	}
@@ -362,7 +367,7 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 	if s.mails++; s.mails > 1 {
 		s.conn.fault = s.server.nextMessageFault()
 	}
-	s.from = from
+	s.from, s.utf8 = from, opts != nil && opts.UTF8
 	return nil
 }
 
@@ -442,7 +447,7 @@ func (s *session) Data(r io.Reader) error {
 	}
 	s.server.mu.Lock()
 	_, isTLS := s.smtp.TLSConnectionState()
-	d := Delivery{Conn: s.conn.id, From: s.from, To: append([]string(nil), s.to...), Raw: raw, TLS: isTLS, User: s.user, Helo: s.helo}
+	d := Delivery{Conn: s.conn.id, From: s.from, To: append([]string(nil), s.to...), Raw: raw, TLS: isTLS, User: s.user, Helo: s.helo, UTF8: s.utf8}
 	s.server.got = append(s.server.got, d)
 	s.server.written++
 	n := s.server.written
@@ -480,7 +485,7 @@ func writeMaildir(dir string, n int, raw []byte) error {
 }
 
 func (s *session) Reset() {
-	s.from, s.to = "", nil
+	s.from, s.utf8, s.to = "", false, nil
 }
 
 func (s *session) Logout() error { return nil }
