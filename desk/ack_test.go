@@ -132,7 +132,7 @@ func TestAcknowledgement(t *testing.T) {
 				t.Fatal(err)
 			}
 			var pid uint32
-			if err := holder.QueryRow(w.ctx, `SELECT pg_backend_pid() FROM pg_advisory_xact_lock(hashtext('helpdesk.ack.' || lower($1)))`,
+			if err := holder.QueryRow(w.ctx, `SELECT pg_backend_pid() FROM pg_advisory_xact_lock(hashtext(current_schema()), hashtext('helpdesk.ack.' || lower($1)))`,
 				tc.customer.Email).Scan(&pid); err != nil {
 				t.Fatal(err)
 			}

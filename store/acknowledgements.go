@@ -57,7 +57,11 @@ func (b *Batch) MayAcknowledge(customerID string, l AckLimits, may *bool) {
 	})
 }
 
-const lockAcknowledgementsSQL = `SELECT pg_advisory_xact_lock(hashtext('helpdesk.ack.' || lower($1)))`
+// lockAcknowledgementsSQL takes the claim's lock of an address. Its first
+// key is the schema's, as the migrations' lock is: desks that share a
+// database, each in its schema, and the tests, hundreds of schemas at
+// once with the same customers, do not wait for each other's claims.
+const lockAcknowledgementsSQL = `SELECT pg_advisory_xact_lock(hashtext(current_schema()), hashtext('helpdesk.ack.' || lower($1)))`
 
 // withinAckLimits is the condition that the acknowledgements to address
 // in the window (perAddress of them at most) and to everyone in the last

@@ -13,7 +13,9 @@ import (
 // sent its outcome on done, which it puts back for the caller: what the
 // test does next then happens while that statement waits, or after it.
 // It waits on that state, not on a clock: a statement that never blocks
-// ends the wait by ending.
+// ends the wait by ending. Only the sessions of pool's own schema count
+// (its application_name, openPool's): another test's session, blocked
+// on an advisory lock that is not the schema's, is none of this test's.
 func AwaitBlockedBy(tb testing.TB, pool *pgxpool.Pool, holder uint32, done chan error) {
 	tb.Helper()
 	for {
@@ -25,7 +27,8 @@ func AwaitBlockedBy(tb testing.TB, pool *pgxpool.Pool, holder uint32, done chan 
 		}
 		var blocked bool
 		if err := pool.QueryRow(context.Background(),
-			`SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))`, int32(holder)).Scan(&blocked); err != nil {
+			`SELECT EXISTS (SELECT FROM pg_stat_activity
+				WHERE application_name = current_setting('application_name') AND $1 = ANY (pg_blocking_pids(pid)))`, int32(holder)).Scan(&blocked); err != nil {
 			tb.Fatal(err)
 		}
 		if blocked {
