@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/emersion/go-message"
+
+	"github.com/helpdesk-dev/helpdesk/mail"
 )
 
 // fromParser reads the From field as RFC 5322 §3.4 writes an address list,
@@ -21,8 +23,9 @@ var fromParser = netmail.AddressParser{WordDecoder: &mime.WordDecoder{CharsetRea
 var hostname = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // parseFrom reads the sender: exactly one From field holding exactly one
-// well-formed mailbox (RFC 5322 §3.6.2), whose domain is the one a DMARC
-// checker takes as the RFC5322.From domain (RFC 7489 §6.6.1). Anything
+// well-formed mailbox (RFC 5322 §3.6.2), whose domain, in its ASCII form,
+// is the one a DMARC checker takes as the RFC5322.From domain (RFC 7489
+// §6.6.1). Anything
 // else (no From, two, a list, a display name that hides another address,
 // text no parser agrees on) is no usable sender: there is no fallback to
 // the first address-like text, which is how a stranger's mail was once
@@ -54,10 +57,13 @@ func parseFrom(fields []string) (addr, name string, err error) {
 		return "", "", errors.New("a From address with control characters")
 	}
 	local, domain, ok := strings.Cut(strings.ToLower(a.Address), "@")
-	if !ok || local == "" || len(a.Address) > 254 || !hostname.MatchString(domain) {
+	if ok {
+		domain, ok = mail.ASCIIDomain(domain)
+	}
+	if !ok || local == "" || len(local)+1+len(domain) > 254 || !hostname.MatchString(domain) {
 		return "", "", fmt.Errorf("a From address %q whose domain cannot be looked up", a.Address)
 	}
-	if d := dmarcDomain(raw); d != domain {
+	if d, _ := mail.ASCIIDomain(dmarcDomain(raw)); d != domain {
 		return "", "", fmt.Errorf("a From field read as %s by one parser and as %q by another", domain, d)
 	}
 	if name = a.Name; !plainAddress(name) || strings.Contains(name, "@") {

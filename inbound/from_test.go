@@ -10,6 +10,7 @@ import (
 	gomail "github.com/emersion/go-message/mail"
 
 	"github.com/helpdesk-dev/helpdesk/desk"
+	hdmail "github.com/helpdesk-dev/helpdesk/mail"
 )
 
 // fromProbes are Froms an attacker wrote to be read as Ada's by one parser
@@ -27,6 +28,8 @@ var fromProbes = []string{
 	"Ada Lovelace <ada.lovelace@example.com>",
 	"ada.lovelace@EXAMPLE.com",
 	"=?iso-8859-1?q?Ren=E9?= <rene@example.fr>",
+	"Ada <ada@bücher.de>",
+	"ada.lovelace@exаmple.com",
 }
 
 func TestParseFromTakesOnlyOneWellFormedMailbox(t *testing.T) {
@@ -48,11 +51,15 @@ func TestParseFromTakesOnlyOneWellFormedMailbox(t *testing.T) {
 		{[]string{"undisclosed-recipients:;"}, ""},
 		{[]string{"ada@localhost"}, ""},
 		{[]string{"ada@[127.0.0.1]"}, ""},
-		// Addresses are ASCII: an IDN domain in its ASCII form is a domain
-		// like any other; in UTF-8 it needs SMTPUTF8, which is not offered.
-		{[]string{"Ada <ada@xn--bcher-kva.de>"}, "ada@xn--bcher-kva.de"},
-		{[]string{"Ada <ada@bücher.de>"}, ""},
+		// An address need not be ASCII (RFC 6530); its domain is kept in
+		// the ASCII form DNS looks up.
 		{[]string{"Jörg <jörg@example.de>"}, "jörg@example.de"},
+		{[]string{"Ada <ada@bücher.de>"}, "ada@xn--bcher-kva.de"},
+		{[]string{"ADA@BÜCHER.DE"}, "ada@xn--bcher-kva.de"},
+		{[]string{"Ada <ada@xn--bcher-kva.de>"}, "ada@xn--bcher-kva.de"},
+		{[]string{"Ada <ada@bücher.de> (ada@example.com)"}, "ada@xn--bcher-kva.de"},
+		{[]string{"ada@b‍ücher.de"}, ""},                        // a joiner has no ASCII form
+		{[]string{"ada@exаmple.com"}, "ada@xn--exmple-4nf.com"}, // a Cyrillic а is another domain, not example.com
 	} {
 		addr, name, err := parseFrom(tc.fields)
 		if addr != tc.want || (tc.want == "") != (err != nil) {
@@ -87,19 +94,30 @@ func FuzzFrom(f *testing.F) {
 		if !plainAddress(name) || strings.Contains(name, "@") || strings.ContainsAny(name, "\r\n") {
 			t.Fatalf("%q: display name %q", raw, name)
 		}
-		if d := dmarcDomain(strings.ToValidUTF8(raw, "\uFFFD")); d != domain {
+		if d, _ := hdmail.ASCIIDomain(dmarcDomain(strings.ToValidUTF8(raw, "\uFFFD"))); d != domain {
 			t.Fatalf("%q: sender %s, but a DMARC checker takes the domain %q", raw, addr, d)
 		}
-		if a, err := mail.ParseAddress(raw); err == nil && !strings.EqualFold(a.Address, addr) {
+		if a, err := mail.ParseAddress(raw); err == nil && !sameAddress(a.Address, addr) {
 			t.Fatalf("%q: net/mail reads %q, parseFrom %q", raw, a.Address, addr)
 		}
 		var h gomail.Header
 		h.Header = message.Header{}
 		h.Set("From", raw)
-		if list, err := h.AddressList("From"); err == nil && (len(list) != 1 || !strings.EqualFold(list[0].Address, addr)) {
+		if list, err := h.AddressList("From"); err == nil && (len(list) != 1 || !sameAddress(list[0].Address, addr)) {
 			t.Fatalf("%q: go-message reads %v, parseFrom %q", raw, list, addr)
 		}
 	})
+}
+
+// sameAddress reports whether another parser's reading is parseFrom's:
+// the same address, its domain in the ASCII form DNS looks up.
+func sameAddress(theirs, ours string) bool {
+	local, domain, ok := strings.Cut(strings.ToLower(theirs), "@")
+	if !ok {
+		return false
+	}
+	domain, ok = hdmail.ASCIIDomain(domain)
+	return ok && local+"@"+domain == ours
 }
 
 func TestTheRefusalOfAnUnusableFromSaysWhatItCan(t *testing.T) {

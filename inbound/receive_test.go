@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +37,14 @@ var customers = []store.InsertCustomerParams{
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupWith(t, smtptest.Options{})
+}
+
+// setupWith is setup with a relay of these options.
+func setupWith(t *testing.T, relay smtptest.Options) *bundle {
+	t.Helper()
 	b := jobstest.Setup(t)
-	srv := b.WithSMTP(t)
+	srv := b.WithSMTPServer(t, relay)
 	for _, c := range customers {
 		if err := b.Store.UpsertCustomer(b.Ctx, &c); err != nil {
 			t.Fatal(err)
@@ -366,6 +373,37 @@ func TestInboundSMTP(t *testing.T) {
 		}
 		if strings.Contains(refs, *second.EmailMessageID) || *em.InReplyTo == *second.EmailMessageID {
 			t.Errorf("the reply cites itself")
+		}
+	})
+
+	// RFC 6530–6532: jörg@bücher.de writes in with SMTPUTF8, as Postfix
+	// passes such mail on, and is answered.
+	t.Run("AnInternationalizedAddressWritesInAndIsAnswered", func(t *testing.T) {
+		t.Parallel()
+		b := setupWith(t, smtptest.Options{SMTPUTF8: true})
+		b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com"})
+		q := b.StartQueue(t)
+		raw := "From: Jörg Müller <jörg@bücher.de>\r\nTo: support@helpdesk.example.com\r\nSubject: Wo ist mein Paket?\r\n" +
+			"Message-ID: <eai.1@xn--bcher-kva.de>\r\n\r\nEs ist nicht angekommen.\r\n"
+		// go-smtp's client asks for SMTPUTF8 for this sender, and gives up
+		// where it is not offered.
+		if err := smtptest.Send(b.addr, "jörg@bücher.de", "support@helpdesk.example.com", []byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		ticketID := b.onlyTicket(t)
+		var email string
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT c.email FROM tickets t JOIN customers c ON c.id = t.customer_id WHERE t.id = $1`,
+			ticketID).Scan(&email); err != nil {
+			t.Fatal(err)
+		}
+		if email != "jörg@xn--bcher-kva.de" {
+			t.Errorf("the customer is %q, want jörg@xn--bcher-kva.de: the domain as DNS looks it up", email)
+		}
+		_, job := b.Reply(t, q, ticketID, "Es kommt heute.")
+		jobstest.WaitFor(t, q, job, jobs.StateSucceeded, 10*time.Second)
+		got := b.outbound.Deliveries()
+		if len(got) != 1 || !got[0].UTF8 || !slices.Equal(got[0].To, []string{"jörg@xn--bcher-kva.de"}) {
+			t.Errorf("deliveries %+v, want the reply to jörg@xn--bcher-kva.de with SMTPUTF8", got)
 		}
 	})
 

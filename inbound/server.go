@@ -82,6 +82,10 @@ func NewServer(rc *Receiver, config ServerConfig) *Server {
 	}))
 	s.Domain = config.Domain
 	s.LMTP = config.LMTP
+	// A customer's address need not be ASCII (RFC 6530): its mail comes
+	// with SMTPUTF8 (RFC 6531), its From in UTF-8 (RFC 6532), and the
+	// domain is kept in its ASCII form (parseFrom).
+	s.EnableSMTPUTF8 = true
 	s.MaxMessageBytes = config.MaxBytes // past it go-smtp answers 552 5.3.4
 	s.MaxRecipients = config.MaxRecipients
 	s.ReadTimeout, s.WriteTimeout = config.Timeout, config.Timeout

@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	gomail "github.com/emersion/go-message/mail"
+	"golang.org/x/net/idna"
 )
 
 // Address is an RFC 5322 mailbox: a name and an address.
@@ -34,9 +35,16 @@ func ParseAddress(s string) (*Address, error) {
 	if strings.IndexFunc(a.Name, unicode.IsControl) >= 0 {
 		return nil, fmt.Errorf("%w %q: control characters in the name", ErrInvalidAddress, s)
 	}
+	// An internationalized domain is kept in the form DNS looks up, as
+	// inbound mail's From is: one customer, however the domain is written.
+	local, domain, _ := strings.Cut(a.Address, "@")
+	ascii, ok := ASCIIDomain(domain)
+	if !ok {
+		return nil, fmt.Errorf("%w %q: the domain has no ASCII form (RFC 5891)", ErrInvalidAddress, s)
+	}
+	a.Address = local + "@" + ascii
 	// RFC 5321 §4.5.3.1.1 and errata 1690: a local part of at most 64
 	// octets, a path of at most 256 with its brackets, so 254 for the address.
-	local, _, _ := strings.Cut(a.Address, "@")
 	if len(local) > maxLocalPart {
 		return nil, fmt.Errorf("%w: the local part has %d octets; at most %d", ErrInvalidAddress, len(local), maxLocalPart)
 	}
@@ -44,6 +52,18 @@ func ParseAddress(s string) (*Address, error) {
 		return nil, fmt.Errorf("%w: the address has %d octets; at most %d", ErrInvalidAddress, len(a.Address), maxAddress)
 	}
 	return &Address{Name: a.Name, Address: a.Address}, nil
+}
+
+// ASCIIDomain is a domain as DNS looks it up: an internationalized one
+// (RFC 6532) in its ASCII form (RFC 5891, with UTS #46's mapping),
+// xn--bcher-kva.de for bücher.de, and an ASCII one as it is. ok is false
+// for one that has no ASCII form.
+func ASCIIDomain(domain string) (ascii string, ok bool) {
+	if isASCII(domain) {
+		return domain, true
+	}
+	ascii, err := idna.Lookup.ToASCII(domain)
+	return ascii, err == nil
 }
 
 // The longest local part and address that SMTP carries (RFC 5321).

@@ -156,8 +156,18 @@ func TestParseAddress(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if a, err := mail.ParseAddress("Ada Lovelace <ada@example.com>"); err != nil || a.Address != "ada@example.com" {
-		t.Errorf("%v %v", a, err)
+	for in, want := range map[string]string{
+		"Ada Lovelace <ada@example.com>": "ada@example.com",
+		// RFC 6530: the local part as written, the domain as DNS looks it up.
+		"Jörg <jörg@bücher.de>": "jörg@xn--bcher-kva.de",
+		"jörg@xn--bcher-kva.de": "jörg@xn--bcher-kva.de",
+	} {
+		if a, err := mail.ParseAddress(in); err != nil || a.Address != want {
+			t.Errorf("%q: %v %v, want %s", in, a, err, want)
+		}
+	}
+	if a, err := mail.ParseAddress("ada@b\u200dücher.de"); err == nil {
+		t.Errorf("a domain with no ASCII form: %v accepted", a)
 	}
 }
 

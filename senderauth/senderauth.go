@@ -18,6 +18,7 @@ import (
 	"github.com/emersion/go-msgauth/authres"
 	"github.com/emersion/go-msgauth/dkim"
 	"github.com/emersion/go-msgauth/dmarc"
+	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
 
 	"github.com/helpdesk-dev/helpdesk/settings"
@@ -160,7 +161,12 @@ func (c *Config) verify(ctx context.Context, m *Mail) Verdict {
 		if sender == "" {
 			sender = "postmaster@" + m.Helo
 		}
-		_, spfDomain, _ := strings.Cut(sender, "@")
+		local, spfDomain, _ := strings.Cut(sender, "@")
+		// An internationalized envelope sender (SMTPUTF8, RFC 6531) is
+		// looked up by its domain's ASCII form, as the From's is.
+		if a, err := idna.Lookup.ToASCII(spfDomain); err == nil && a != spfDomain {
+			spfDomain, sender = a, local+"@"+a
+		}
 		r, _ := spf.CheckHostWithSender(m.ClientIP, m.Helo, sender, spf.WithContext(ctx), spf.WithResolver(res))
 		details = append(details, fmt.Sprintf("spf=%s smtp.mailfrom=%s", r, spfDomain))
 		spfAligned = r == spf.Pass && aligned(spfDomain, from, record.SPFAlignment == dmarc.AlignmentStrict)

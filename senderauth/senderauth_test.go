@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/helpdesk-dev/helpdesk/senderauth"
@@ -82,6 +83,19 @@ func TestCheck(t *testing.T) {
 		m.ClientIP = net.ParseIP("198.51.100.9")
 		if v := c.Check(ctx, m); v.Result != vocab.VerdictFail {
 			t.Errorf("from another address: %+v, want fail", v)
+		}
+	})
+
+	// RFC 6531: jörg@bücher.de, the From's domain already in the ASCII form
+	// inbound keeps it in.
+	t.Run("AnInternationalizedEnvelopeSenderIsLookedUpInASCII", func(t *testing.T) {
+		t.Parallel()
+		c := &senderauth.Config{Verify: true, Resolver: zone{"xn--bcher-kva.de": {"v=spf1 ip4:192.0.2.7 -all"},
+			"_dmarc.xn--bcher-kva.de": {"v=DMARC1; p=reject; aspf=s"}}}
+		m := &senderauth.Mail{FromDomain: "xn--bcher-kva.de", Raw: raw([]byte(message)), ClientIP: net.ParseIP("192.0.2.7"),
+			Helo: "mx.bücher.de", MailFrom: "jörg@bücher.de"}
+		if v := c.Check(ctx, m); v.Result != vocab.VerdictPass || !strings.Contains(v.Detail, "spf=pass smtp.mailfrom=xn--bcher-kva.de") {
+			t.Errorf("%+v, want an aligned SPF pass", v)
 		}
 	})
 

@@ -119,7 +119,13 @@ func BounceAddress(messageID int64) string {
 // bounce addresses with ReplySecret.
 func (b *Bundle) WithSMTP(tb testing.TB) *smtptest.Server {
 	tb.Helper()
-	srv := smtptest.Start(tb)
+	return b.WithSMTPServer(tb, smtptest.Options{})
+}
+
+// WithSMTPServer is WithSMTP with a server of these options.
+func (b *Bundle) WithSMTPServer(tb testing.TB, opts smtptest.Options) *smtptest.Server {
+	tb.Helper()
+	srv := smtptest.StartWith(tb, opts)
 	relay, err := mail.NewRelay(mail.RelayConfig{URL: srv.URL(), HeloName: "helpdesk.example.com",
 		DialTimeout: 5 * time.Second, CommandTimeout: 5 * time.Second, BodyTimeout: 5 * time.Second, ReplyTimeout: 5 * time.Second})
 	if err != nil {
