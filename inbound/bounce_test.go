@@ -100,6 +100,30 @@ func TestBouncesReachTheAgent(t *testing.T) {
 		})
 	}
 
+	// RFC 6533: the report on a mail sent with SMTPUTF8 is a global one,
+	// and names its recipient with the utf-8 type, escaped (\x{F6}) or not.
+	t.Run("AGlobalReportOnAnInternationalizedAddressReachesTheAgent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		const jörg = "jörg@xn--bcher-kva.de"
+		if err := b.Store.UpsertCustomer(b.Ctx, &store.InsertCustomerParams{ID: "C-0099", Name: "Jörg", Email: jörg}); err != nil {
+			t.Fatal(err)
+		}
+		ticketID := b.openAPITicket(t, "C-0099", "Hallo")
+		reply, _ := b.Reply(t, b.queue, ticketID, "Hallo Jörg.")
+		out := b.receive(t, fixture(t, "bounce_global.eml", "{{RECIPIENT_XTEXT}}", `j\x{F6}rg@xn--bcher-kva.de`,
+			"{{RECIPIENT}}", jörg, "{{ORIGINAL_MESSAGE_ID}}", *reply.EmailMessageID), jobstest.BounceAddress(reply.ID))
+		if out.Kind != "bounce" || out.TicketID != ticketID {
+			t.Fatalf("outcome %+v", out)
+		}
+		if notes := systemNotes(t, b, ticketID); !strings.Contains(notes, jörg) || !strings.Contains(notes, "5.1.1") {
+			t.Errorf("notes %q: want the bounce of %s noted with 5.1.1", notes, jörg)
+		}
+		if !suppressed(t, b, jörg) {
+			t.Errorf("a hard bounce did not suppress %s", jörg)
+		}
+	})
+
 	t.Run("ABouncedAcknowledgementReachesTheAgentToo", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

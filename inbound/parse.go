@@ -9,11 +9,13 @@ import (
 	"io"
 	"mime"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/helpdesk-dev/helpdesk/blob"
 	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/mail"
 
 	"github.com/emersion/go-message"
 	_ "github.com/emersion/go-message/charset" // every charset go-message knows, ISO-8859-1 to Shift JIS
@@ -182,10 +184,11 @@ func (w *walker) entity(e *message.Entity, depth int, parentType string) []text 
 		name = params["name"]
 	}
 	switch {
-	case mediaType == "message/delivery-status" && w.m.Report != nil:
+	case (mediaType == "message/delivery-status" || mediaType == "message/global-delivery-status") && w.m.Report != nil:
 		body, _ := readUpTo(e.Body, maxSmallPart)
 		parseDeliveryStatus(body, w.m.Report)
-	case (mediaType == "message/rfc822" || mediaType == "text/rfc822-headers") && w.m.Report != nil:
+	case (mediaType == "message/rfc822" || mediaType == "text/rfc822-headers" ||
+		mediaType == "message/global" || mediaType == "message/global-headers") && w.m.Report != nil:
 		body, _ := readUpTo(e.Body, maxSmallPart)
 		w.m.Report.OriginalMessageID = headerMessageID(body)
 	case mediaType == "message/rfc822" && disposition != "attachment":
@@ -275,7 +278,11 @@ func extensionOf(mediaType string) string {
 }
 
 func (w *walker) multipart(e *message.Entity, depth int, mediaType string, params map[string]string) []text {
-	if mediaType == "multipart/report" && strings.EqualFold(params["report-type"], "delivery-status") {
+	// RFC 6533: a report on mail sent with SMTPUTF8 is a global one, its
+	// status in message/global-delivery-status, the message returned as
+	// message/global or its headers as message/global-headers.
+	if rt := params["report-type"]; mediaType == "multipart/report" &&
+		(strings.EqualFold(rt, "delivery-status") || strings.EqualFold(rt, "global-delivery-status")) {
 		w.m.Report = &desk.DeliveryReport{Failed: map[string]string{}, Delayed: map[string]string{}}
 	}
 	// The first bytes are kept as they pass, so that a multipart whose
@@ -433,10 +440,13 @@ func parseDeliveryStatus(body []byte, r *desk.DeliveryReport) {
 		if addr == "" {
 			addr = fields["original-recipient"]
 		}
-		if _, a, ok := strings.Cut(addr, ";"); ok {
+		if typ, a, ok := strings.Cut(addr, ";"); ok {
 			addr = a
+			if strings.EqualFold(strings.TrimSpace(typ), "utf-8") {
+				addr = utf8Address(addr)
+			}
 		}
-		addr = strings.ToLower(strings.Trim(oneLine(addr), "<>"))
+		addr = reportedAddress(strings.Trim(oneLine(addr), "<>"))
 		status := oneLine(strings.TrimSpace(fields["status"] + " " + fields["diagnostic-code"]))
 		switch {
 		case addr == "":
@@ -446,6 +456,34 @@ func parseDeliveryStatus(body []byte, r *desk.DeliveryReport) {
 			r.Delayed[addr] = status
 		}
 	}
+}
+
+// utf8Address reads an address of RFC 6533's utf-8 type: UTF-8, where
+// \x{HEX} stands for a character that may not be written as it is (its
+// xtext and unitext forms).
+func utf8Address(s string) string {
+	return xtextChar.ReplaceAllStringFunc(s, func(m string) string {
+		n, err := strconv.ParseUint(m[3:len(m)-1], 16, 32)
+		if err != nil || !utf8.ValidRune(rune(n)) || n < 0x20 {
+			return m
+		}
+		return string(rune(n))
+	})
+}
+
+var xtextChar = regexp.MustCompile(`\\x\{[0-9A-Fa-f]{1,6}\}`)
+
+// reportedAddress is a recipient as a report names it, as our recipients
+// are kept: lower case, its domain in ASCII (mail.ParseAddress).
+func reportedAddress(s string) string {
+	local, domain, ok := strings.Cut(strings.ToLower(strings.TrimSpace(s)), "@")
+	if !ok {
+		return strings.ToLower(s)
+	}
+	if ascii, ok := mail.ASCIIDomain(domain); ok {
+		domain = ascii
+	}
+	return local + "@" + domain
 }
 
 // headerMessageID finds the Message-ID field of a returned message's
