@@ -39,6 +39,22 @@ func TestFirstDayMistakesSayWhatToDo(t *testing.T) {
 		}
 	})
 
+	// Mail from jörg@bücher.de names jörg@xn--bcher-kva.de (RFC 5891):
+	// loaded, the same customer is the one mail finds.
+	t.Run("AnAddressIsLoadedAsMailFromItNamesIt", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		_ = os.WriteFile(filepath.Join(dir, "customers.csv"), []byte("id,name,email\nC-0007,Jörg Müller,jörg@BÜCHER.de\n"), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, "agents.csv"), []byte("name,display_name,email,teams\nalice,Alice,alice@example.com,billing\n"), 0o644)
+		env := map[string]string{"DATABASE_URL": migratedURL(t)}
+		if code, _, stderr := runCmd(t, env, "load", "-dir", dir); code != 0 {
+			t.Fatalf("load: exit %d, %q", code, stderr)
+		}
+		if code, stdout, stderr := runCmd(t, env, "customer", "list"); code != 0 || !strings.Contains(stdout, "jörg@xn--bcher-kva.de") {
+			t.Errorf("customer list: exit %d, %q %q; want jörg@xn--bcher-kva.de", code, stdout, stderr)
+		}
+	})
+
 	t.Run("AnUnknownTeamIsWarnedAboutAndRefusedWhenStrict", func(t *testing.T) {
 		t.Parallel()
 		env := map[string]string{"DATABASE_URL": migratedURL(t)}

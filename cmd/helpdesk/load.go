@@ -127,7 +127,8 @@ func readCSV(dir fs.FS, name string, columns ...string) ([][]string, error) {
 }
 
 // checkRows checks every value before the database sees any: the line and
-// the value wrong, and what it should look like.
+// the value wrong, and what it should look like. It writes each address
+// back as mail.ParseAddress reads it.
 func checkRows(customers, agents [][]string) error {
 	for i, r := range customers {
 		line := i + 2 // after the header
@@ -137,18 +138,22 @@ func checkRows(customers, agents [][]string) error {
 		if strings.TrimSpace(r[1]) == "" {
 			return usageErrorf("customers.csv line %d: %s has no name", line, r[0])
 		}
-		if a, err := mail.ParseAddress(r[2]); err != nil || a.Name != "" {
+		a, err := mail.ParseAddress(r[2])
+		if err != nil || a.Name != "" {
 			return usageErrorf("customers.csv line %d: email %q: want one address such as ada@example.com", line, r[2])
 		}
+		r[2] = a.Address // as mail from it names it: an IDN domain in its ASCII form
 	}
 	for i, r := range agents {
 		line := i + 2
 		if !vocab.AgentNamePattern.MatchString(r[0]) {
 			return usageErrorf("agents.csv line %d: name %q: lower case letters, digits, . _ - (up to 64), such as alice", line, r[0])
 		}
-		if a, err := mail.ParseAddress(r[2]); err != nil || a.Name != "" {
+		a, err := mail.ParseAddress(r[2])
+		if err != nil || a.Name != "" {
 			return usageErrorf("agents.csv line %d: email %q: want one address such as alice@support.example.com", line, r[2])
 		}
+		r[2] = a.Address
 		for _, t := range strings.Split(r[3], ";") {
 			if t = strings.TrimSpace(t); t != "" && !desk.TeamName.MatchString(t) {
 				return usageErrorf("agents.csv line %d: team %q: lower case letters, digits, _ - (teams separated by ;), such as billing;shipping", line, t)
