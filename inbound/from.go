@@ -56,11 +56,9 @@ func parseFrom(fields []string) (addr, name string, err error) {
 	if !plainAddress(a.Address) {
 		return "", "", errors.New("a From address with control characters")
 	}
-	local, domain, ok := strings.Cut(strings.ToLower(a.Address), "@")
-	if ok {
-		domain, ok = mail.ASCIIDomain(domain)
-	}
-	if !ok || local == "" || len(local)+1+len(domain) > 254 || !hostname.MatchString(domain) {
+	addr, ok := mail.ASCIIAddress(strings.ToLower(a.Address))
+	local, domain, _ := strings.Cut(addr, "@")
+	if !ok || local == "" || len(addr) > 254 || !hostname.MatchString(domain) {
 		return "", "", fmt.Errorf("a From address %q whose domain cannot be looked up", a.Address)
 	}
 	if d, _ := mail.ASCIIDomain(dmarcDomain(raw)); d != domain {
@@ -70,7 +68,7 @@ func parseFrom(fields []string) (addr, name string, err error) {
 		name = "" // "ada@example.com" <attacker@attacker.example>
 	}
 	name = oneLine(name)
-	return local + "@" + domain, name, nil
+	return addr, name, nil
 }
 
 // dmarcDomain is the From domain as DMARC checkers take it, with no

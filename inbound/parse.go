@@ -476,14 +476,11 @@ var xtextChar = regexp.MustCompile(`\\x\{[0-9A-Fa-f]{1,6}\}`)
 // reportedAddress is a recipient as a report names it, as our recipients
 // are kept: lower case, its domain in ASCII (mail.ParseAddress).
 func reportedAddress(s string) string {
-	local, domain, ok := strings.Cut(strings.ToLower(strings.TrimSpace(s)), "@")
-	if !ok {
-		return strings.ToLower(s)
+	s = strings.ToLower(strings.TrimSpace(s))
+	if a, ok := mail.ASCIIAddress(s); ok {
+		return a
 	}
-	if ascii, ok := mail.ASCIIDomain(domain); ok {
-		domain = ascii
-	}
-	return local + "@" + domain
+	return s
 }
 
 // headerMessageID finds the Message-ID field of a returned message's

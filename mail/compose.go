@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	gomail "github.com/emersion/go-message/mail"
 	"golang.org/x/net/idna"
@@ -37,14 +38,13 @@ func ParseAddress(s string) (*Address, error) {
 	}
 	// An internationalized domain is kept in the form DNS looks up, as
 	// inbound mail's From is: one customer, however the domain is written.
-	local, domain, _ := strings.Cut(a.Address, "@")
-	ascii, ok := ASCIIDomain(domain)
-	if !ok {
+	var ok bool
+	if a.Address, ok = ASCIIAddress(a.Address); !ok {
 		return nil, fmt.Errorf("%w %q: the domain has no ASCII form (RFC 5891)", ErrInvalidAddress, s)
 	}
-	a.Address = local + "@" + ascii
 	// RFC 5321 §4.5.3.1.1 and errata 1690: a local part of at most 64
 	// octets, a path of at most 256 with its brackets, so 254 for the address.
+	local, _, _ := strings.Cut(a.Address, "@")
 	if len(local) > maxLocalPart {
 		return nil, fmt.Errorf("%w: the local part has %d octets; at most %d", ErrInvalidAddress, len(local), maxLocalPart)
 	}
@@ -64,6 +64,29 @@ func ASCIIDomain(domain string) (ascii string, ok bool) {
 	}
 	ascii, err := idna.Lookup.ToASCII(domain)
 	return ascii, err == nil
+}
+
+// ASCIIAddress is address with its domain as ASCIIDomain writes it, the
+// local part as it is: how every edge names a person (a From, a report's
+// recipient, the API, the CLI). ok is false for an address without @ or
+// whose domain has no ASCII form.
+func ASCIIAddress(address string) (string, bool) {
+	local, domain, ok := strings.Cut(address, "@")
+	if !ok {
+		return address, false
+	}
+	ascii, ok := ASCIIDomain(domain)
+	return local + "@" + ascii, ok
+}
+
+// isASCII reports whether s is 7-bit.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // The longest local part and address that SMTP carries (RFC 5321).

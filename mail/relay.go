@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -327,15 +326,6 @@ func needsSMTPUTF8(rcpt string) *SMTPError {
 	}
 	return &SMTPError{Code: 554, Enhanced: [3]int{5, 6, 9}, Phase: PhaseRcpt,
 		Message: "the message carries an address that is not ASCII and the relay does not offer SMTPUTF8 (RFC 6531)"}
-}
-
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
 }
 
 // session is an open, greeted, authenticated SMTP session.

@@ -18,9 +18,9 @@ import (
 	"github.com/emersion/go-msgauth/authres"
 	"github.com/emersion/go-msgauth/dkim"
 	"github.com/emersion/go-msgauth/dmarc"
-	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
 
+	"github.com/helpdesk-dev/helpdesk/mail"
 	"github.com/helpdesk-dev/helpdesk/settings"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
@@ -161,12 +161,12 @@ func (c *Config) verify(ctx context.Context, m *Mail) Verdict {
 		if sender == "" {
 			sender = "postmaster@" + m.Helo
 		}
-		local, spfDomain, _ := strings.Cut(sender, "@")
 		// An internationalized envelope sender (SMTPUTF8, RFC 6531) is
 		// looked up by its domain's ASCII form, as the From's is.
-		if a, err := idna.Lookup.ToASCII(spfDomain); err == nil && a != spfDomain {
-			spfDomain, sender = a, local+"@"+a
+		if a, ok := mail.ASCIIAddress(sender); ok {
+			sender = a
 		}
+		_, spfDomain, _ := strings.Cut(sender, "@")
 		r, _ := spf.CheckHostWithSender(m.ClientIP, m.Helo, sender, spf.WithContext(ctx), spf.WithResolver(res))
 		details = append(details, fmt.Sprintf("spf=%s smtp.mailfrom=%s", r, spfDomain))
 		spfAligned = r == spf.Pass && aligned(spfDomain, from, record.SPFAlignment == dmarc.AlignmentStrict)
