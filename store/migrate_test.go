@@ -133,18 +133,9 @@ func TestMigrate(t *testing.T) {
 			_, err := store.MigrateUp(ctx, busy)
 			waiting <- err
 		}()
-		for queued := false; !queued; {
-			select {
-			case err := <-waiting:
-				t.Fatalf("MigrateUp ran beside a run in progress on its schema (err %v)", err)
-			default:
-			}
-			if err := busy.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-				AND classid::bigint = $1 AND objid = hashtext(current_schema())::oid AND objsubid = 2)`,
-				store.MigrationLockID).Scan(&queued); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(5 * time.Millisecond) // no event tells that a session waits for a lock
+		storetest.AwaitBlockedBy(t, busy, holder.Conn().PgConn().PID(), waiting)
+		if len(waiting) > 0 {
+			t.Fatalf("MigrateUp ran beside a run in progress on its schema (err %v)", <-waiting)
 		}
 
 		// A deadline only to fail rather than hang: the run takes well under a second.
