@@ -28,9 +28,7 @@ func TestFirstDayMistakesSayWhatToDo(t *testing.T) {
 
 	t.Run("ACustomerIdNotInTheFormatIsRefusedBeforeTheDatabase", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		_ = os.WriteFile(filepath.Join(dir, "customers.csv"), []byte("id,name,email\nC-7,Ada Lovelace,ada@example.com\n"), 0o644)
-		_ = os.WriteFile(filepath.Join(dir, "agents.csv"), []byte("name,display_name,email,teams\nalice,Alice,alice@example.com,billing\n"), 0o644)
+		dir := loadDir(t, "C-7,Ada Lovelace,ada@example.com")
 		env := map[string]string{"DATABASE_URL": migratedURL(t)}
 		code, _, stderr := runCmd(t, env, "load", "-dir", dir)
 		if code != 2 || !strings.Contains(stderr, `customers.csv line 2: id "C-7": want C- and at least four digits, such as C-0007`) ||
@@ -43,9 +41,7 @@ func TestFirstDayMistakesSayWhatToDo(t *testing.T) {
 	// loaded, the same customer is the one mail finds.
 	t.Run("AnAddressIsLoadedAsMailFromItNamesIt", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		_ = os.WriteFile(filepath.Join(dir, "customers.csv"), []byte("id,name,email\nC-0007,Jörg Müller,jörg@BÜCHER.de\n"), 0o644)
-		_ = os.WriteFile(filepath.Join(dir, "agents.csv"), []byte("name,display_name,email,teams\nalice,Alice,alice@example.com,billing\n"), 0o644)
+		dir := loadDir(t, "C-0007,Jörg Müller,jörg@BÜCHER.de")
 		env := map[string]string{"DATABASE_URL": migratedURL(t)}
 		if code, _, stderr := runCmd(t, env, "load", "-dir", dir); code != 0 {
 			t.Fatalf("load: exit %d, %q", code, stderr)
@@ -225,4 +221,20 @@ func TestSLACommands(t *testing.T) {
 			t.Errorf("%v: exit %d, %q: want 2 naming %q", c.args, code, stderr, c.want)
 		}
 	}
+}
+
+// loadDir is a folder for helpdesk load: customers.csv with the customer
+// row given, agents.csv with alice.
+func loadDir(t *testing.T, customer string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"customers.csv": "id,name,email\n" + customer + "\n",
+		"agents.csv":    "name,display_name,email,teams\nalice,Alice,alice@example.com,billing\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
