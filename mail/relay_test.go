@@ -88,7 +88,8 @@ func TestRelaySend(t *testing.T) {
 	t.Run("ARelayWithoutSMTPUTF8GetsNoneOfAMessageThatNeedsIt", func(t *testing.T) {
 		t.Parallel()
 		srv := smtptest.Start(t)
-		res := relayTo(t, srv, "").Send(ctx, eai, eaiRaw)
+		r := relayTo(t, srv, "")
+		res := r.Send(ctx, eai, eaiRaw)
 		if res.Err != nil || res.BodySent {
 			t.Fatalf("result %+v", res)
 		}
@@ -103,6 +104,13 @@ func TestRelaySend(t *testing.T) {
 		}
 		if got := srv.Deliveries(); len(got) != 0 {
 			t.Errorf("deliveries %+v, want none", got)
+		}
+		// Nothing was said on the session: the next mail goes on it.
+		if res := r.Send(ctx, env, raw); res.Err != nil || !res.BodySent {
+			t.Fatalf("the next mail: %+v", res)
+		}
+		if n := srv.Connections(); n != 1 {
+			t.Errorf("%d sessions for the two mails, want the one kept", n)
 		}
 	})
 
