@@ -69,14 +69,15 @@ func ASCIIDomain(domain string) (ascii string, ok bool) {
 // ASCIIAddress is address with its domain as ASCIIDomain writes it, the
 // local part as it is: how every edge names a person (a From, a report's
 // recipient, the API, the CLI). ok is false for an address without @ or
-// whose domain has no ASCII form.
+// whose domain has no ASCII form. The domain is what follows the last @:
+// a quoted local part may hold one ("a@b"@example.com, RFC 5321 §4.1.2).
 func ASCIIAddress(address string) (string, bool) {
-	local, domain, ok := strings.Cut(address, "@")
-	if !ok {
+	at := strings.LastIndexByte(address, '@')
+	if at < 0 {
 		return address, false
 	}
-	ascii, ok := ASCIIDomain(domain)
-	return local + "@" + ascii, ok
+	ascii, ok := ASCIIDomain(address[at+1:])
+	return address[:at+1] + ascii, ok
 }
 
 // isASCII reports whether s is 7-bit.

@@ -161,6 +161,9 @@ func TestParseAddress(t *testing.T) {
 		// RFC 6530: the local part as written, the domain as DNS looks it up.
 		"Jörg <jörg@bücher.de>": "jörg@xn--bcher-kva.de",
 		"jörg@xn--bcher-kva.de": "jörg@xn--bcher-kva.de",
+		// The domain follows the last @: a quoted local part may hold one
+		// (net/mail gives it back unquoted).
+		`"jörg@home"@bücher.de`: "jörg@home@xn--bcher-kva.de",
 	} {
 		if a, err := mail.ParseAddress(in); err != nil || a.Address != want {
 			t.Errorf("%q: %v %v, want %s", in, a, err, want)
