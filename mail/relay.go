@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -219,7 +220,7 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 		keep = true
 		return res
 	}
-	err = s.c.Mail(env.From, opts)
+	err = s.c.Mail(smtpPath(env.From), opts)
 	if err != nil && s.reused && staleSession(err) {
 		// The server closed the kept session while it waited (an idle
 		// timeout, a restart): nothing of this message was said yet, so a
@@ -231,7 +232,7 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 			return res
 		}
 		stop = context.AfterFunc(ctx, func() { s.conn.Close() })
-		err = s.c.Mail(env.From, opts)
+		err = s.c.Mail(smtpPath(env.From), opts)
 	}
 	c, conn := s.c, s.conn
 	if err != nil {
@@ -240,7 +241,7 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 	}
 	accepted := 0
 	for _, rcpt := range env.To {
-		err := c.Rcpt(rcpt, nil)
+		err := c.Rcpt(smtpPath(rcpt), nil)
 		if err == nil {
 			res.Rcpt[rcpt] = nil
 			accepted++
@@ -326,6 +327,44 @@ func needsSMTPUTF8(rcpt string) *SMTPError {
 	}
 	return &SMTPError{Code: 554, Enhanced: [3]int{5, 6, 9}, Phase: PhaseRcpt,
 		Message: "the message carries an address that is not ASCII and the relay does not offer SMTPUTF8 (RFC 6531)"}
+}
+
+// smtpPath is addr as MAIL and RCPT carry it (RFC 5321 §4.1.2): a local
+// part that is not a dot-string ("john doe"@example.com, which net/mail
+// reads as john doe@example.com) goes quoted, its " and \ escaped.
+func smtpPath(addr string) string {
+	at := strings.LastIndexByte(addr, '@')
+	if at < 0 || isDotString(addr[:at]) {
+		return addr
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range addr[:at] {
+		if r == '"' || r == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteByte('"')
+	b.WriteString(addr[at:])
+	return b.String()
+}
+
+// isDotString reports whether local is atoms joined by single dots: atext
+// of RFC 5322 §3.2.3, with UTF-8 beyond ASCII as RFC 6531 §3.3 allows.
+func isDotString(local string) bool {
+	if local == "" || local[0] == '.' || local[len(local)-1] == '.' || strings.Contains(local, "..") {
+		return false
+	}
+	for i := 0; i < len(local); i++ {
+		c := local[i]
+		if c >= utf8.RuneSelf || c == '.' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-/=?^_`{|}~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // session is an open, greeted, authenticated SMTP session.

@@ -65,6 +65,26 @@ func TestRelaySend(t *testing.T) {
 		}
 	})
 
+	t.Run("ALocalPartThatIsNotADotStringGoesQuoted", func(t *testing.T) {
+		t.Parallel()
+		srv := smtptest.Start(t)
+		// net/mail reads "john doe"@example.com as john doe@example.com:
+		// sent so, RCPT is malformed (RFC 5321 §4.1.2).
+		quoted := mail.Envelope{From: env.From, To: []string{"john doe@example.com", `o"neil@example.com`, "ada.l+x@example.com"}}
+		res := relayTo(t, srv, "").Send(ctx, quoted, raw)
+		if res.Err != nil || !res.BodySent || len(res.Rcpt) != 3 {
+			t.Fatalf("result %+v", res)
+		}
+		for addr, e := range res.Rcpt {
+			if e != nil {
+				t.Errorf("%s refused: %v", addr, e)
+			}
+		}
+		if got := srv.Deliveries(); len(got) != 1 || !slices.Equal(got[0].To, quoted.To) {
+			t.Errorf("deliveries %+v, want one to %q", got, quoted.To)
+		}
+	})
+
 	// A customer may write from jörg@example.de (RFC 6530).
 	eai := mail.Envelope{From: "support@helpdesk.example.com", To: []string{"jörg@example.de", "ada@example.com"}}
 	eaiRaw := []byte("From: support@helpdesk.example.com\r\nTo: <jörg@example.de>\r\nCc: ada@example.com\r\nSubject: Hi\r\n\r\nHello\r\n")
