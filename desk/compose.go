@@ -30,7 +30,7 @@ type composed struct {
 // (to a sender the mail made a customer) names neither the sender nor
 // the subject: a forged sender must not make the service repeat its words.
 func (d *Desk) composeAck(from *mail.Address, t *store.Ticket, c *store.Customer, root, id string, neutral bool) (*composed, error) {
-	to, err := mail.ParseAddress(c.Email)
+	to, err := mail.ParseAddress(mail.AddrSpec(c.Email))
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func composeReply(p *replyParts) (*mail.Outgoing, []byte, error) {
 		out.ReplyTo = &mail.Address{Name: p.from.Name, Address: local + "+" + p.ticket.ID + "@" + domain}
 	}
 	for _, r := range p.to {
-		a, err := mail.ParseAddress(r.Address)
+		a, err := mail.ParseAddress(mail.AddrSpec(r.Address))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -196,7 +196,7 @@ func (d *Desk) howToAnswer(t *store.Ticket) string {
 // triage made of it: the customer's newest message, the team and
 // priority, the draft.
 func notificationBody(t *store.Ticket, c *store.Customer, newest *store.Message, howToAnswer string) (text, htmlBody string) {
-	message, name, address := "(no text)", c.Name, c.Email
+	message, name, address := "(no text)", c.Name, mail.AddrSpec(c.Email)
 	if newest != nil {
 		message, name = newest.Body, authorName(newest, c)
 		if newest.Author != vocab.Customer(c.ID) {

@@ -84,6 +84,20 @@ func TestAcknowledgements(t *testing.T) {
 		}
 	})
 
+	t.Run("ASenderWhoseLocalPartIsQuotedIsAcknowledged", func(t *testing.T) {
+		t.Parallel()
+		w := setupAcks(t, desk.AckConfig{})
+		// Kept as net/mail reads it, jane roe@example.com: quoted again in
+		// the To field and in RCPT (RFC 5322 §3.4.1, RFC 5321 §4.1.2).
+		if out := w.receive(t, plainMail(`"Jane Roe" <"jane roe"@example.com>`, "q1@example.com", "Invoice")); out.Kind != "new_ticket" {
+			t.Fatalf("outcome %+v", out)
+		}
+		ack := w.awaitMailTo(t, "jane roe@example.com", 1)
+		if to := ack.header.Get("To"); !strings.Contains(to, `<"jane roe"@example.com>`) {
+			t.Errorf("To: %s", to)
+		}
+	})
+
 	t.Run("MachinesListsReportsAndNoReplyAddressesGetNone", func(t *testing.T) {
 		t.Parallel()
 		w := setupAcks(t, desk.AckConfig{})

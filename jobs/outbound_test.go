@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -315,6 +316,24 @@ func TestOutboundEmail(t *testing.T) {
 			if len(line) >= mail.MaxHeaderLine {
 				t.Errorf("a header line of %d characters", len(line))
 			}
+		}
+	})
+
+	t.Run("ALocalPartThatIsQuotedIsQuotedAgainInTheHeaderAndInRCPT", func(t *testing.T) {
+		t.Parallel()
+		b := setupEmail(t)
+		q := b.start(t)
+		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
+		// Kept as net/mail reads it: dana scully@example.com.
+		_, jobID := b.Reply(t, q, ticketID, "Hello back.", `Dana <"dana scully"@example.com>`)
+		jobstest.WaitFor(t, q, jobID, jobs.StateSucceeded, 10*time.Second)
+		d := b.smtp.Deliveries()
+		if len(d) != 1 || !slices.Contains(d[0].To, "dana scully@example.com") {
+			t.Fatalf("deliveries %+v", d)
+		}
+		p := parse(t, d[0].Raw)
+		if cc := p.header.Get("Cc"); cc != `"Dana" <"dana scully"@example.com>` {
+			t.Errorf("Cc: %s", cc)
 		}
 	})
 

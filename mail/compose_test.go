@@ -174,6 +174,30 @@ func TestParseAddress(t *testing.T) {
 	}
 }
 
+func TestAddrSpecQuotesWhatIsKeptUnquoted(t *testing.T) {
+	t.Parallel()
+	for kept, want := range map[string]string{
+		"ada@example.com":        "ada@example.com",
+		"ada.l+x@example.com":    "ada.l+x@example.com",
+		"jörg@xn--bcher-kva.de":  "jörg@xn--bcher-kva.de",
+		"john doe@example.com":   `"john doe"@example.com`,
+		`o"neil@example.com`:     `"o\"neil"@example.com`,
+		`back\slash@example.com`: `"back\\slash"@example.com`,
+		".ada@example.com":       `".ada"@example.com`,
+		"a..b@example.com":       `"a..b"@example.com`,
+		"jane@home@example.com":  `"jane@home"@example.com`,
+	} {
+		got := mail.AddrSpec(kept)
+		if got != want {
+			t.Errorf("AddrSpec(%q) = %s, want %s", kept, got, want)
+		}
+		// What it writes parses back to what is kept.
+		if a, err := mail.ParseAddress(got); err != nil || a.Address != kept {
+			t.Errorf("ParseAddress(%s) = %v, %v; want %q", got, a, err, kept)
+		}
+	}
+}
+
 func TestThreadIndexTellsTimesApart(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 11, 3, 10, 15, 0, 0, time.UTC)

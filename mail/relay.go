@@ -1,6 +1,7 @@
 package mail
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -9,11 +10,11 @@ import (
 	"net/textproto"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -220,7 +221,7 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 		keep = true
 		return res
 	}
-	err = s.c.Mail(smtpPath(env.From), opts)
+	err = s.c.Mail(AddrSpec(env.From), opts)
 	if err != nil && s.reused && staleSession(err) {
 		// The server closed the kept session while it waited (an idle
 		// timeout, a restart): nothing of this message was said yet, so a
@@ -232,7 +233,7 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 			return res
 		}
 		stop = context.AfterFunc(ctx, func() { s.conn.Close() })
-		err = s.c.Mail(smtpPath(env.From), opts)
+		err = s.c.Mail(AddrSpec(env.From), opts)
 	}
 	c, conn := s.c, s.conn
 	if err != nil {
@@ -241,7 +242,7 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 	}
 	accepted := 0
 	for _, rcpt := range env.To {
-		err := c.Rcpt(smtpPath(rcpt), nil)
+		err := c.Rcpt(AddrSpec(rcpt), nil)
 		if err == nil {
 			res.Rcpt[rcpt] = nil
 			accepted++
@@ -327,44 +328,6 @@ func needsSMTPUTF8(rcpt string) *SMTPError {
 	}
 	return &SMTPError{Code: 554, Enhanced: [3]int{5, 6, 9}, Phase: PhaseRcpt,
 		Message: "the message carries an address that is not ASCII and the relay does not offer SMTPUTF8 (RFC 6531)"}
-}
-
-// smtpPath is addr as MAIL and RCPT carry it (RFC 5321 §4.1.2): a local
-// part that is not a dot-string ("john doe"@example.com, which net/mail
-// reads as john doe@example.com) goes quoted, its " and \ escaped.
-func smtpPath(addr string) string {
-	at := strings.LastIndexByte(addr, '@')
-	if at < 0 || isDotString(addr[:at]) {
-		return addr
-	}
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range addr[:at] {
-		if r == '"' || r == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	b.WriteByte('"')
-	b.WriteString(addr[at:])
-	return b.String()
-}
-
-// isDotString reports whether local is atoms joined by single dots: atext
-// of RFC 5322 §3.2.3, with UTF-8 beyond ASCII as RFC 6531 §3.3 allows.
-func isDotString(local string) bool {
-	if local == "" || local[0] == '.' || local[len(local)-1] == '.' || strings.Contains(local, "..") {
-		return false
-	}
-	for i := 0; i < len(local); i++ {
-		c := local[i]
-		if c >= utf8.RuneSelf || c == '.' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			strings.IndexByte("!#$%&'*+-/=?^_`{|}~", c) >= 0 {
-			continue
-		}
-		return false
-	}
-	return true
 }
 
 // session is an open, greeted, authenticated SMTP session.
@@ -516,65 +479,119 @@ func (r *Relay) connect(ctx context.Context) (_ *smtp.Client, _ *limitConn, isTL
 // if the server offers it (RFC 3207), before go-smtp takes the connection.
 // go-smtp only upgrades inside NewClientStartTLS, whose EHLO would say
 // "localhost"; doing it here keeps our name in every EHLO. go-smtp then
-// reads a greeting that stands for the one we consumed, and says EHLO again,
-// as RFC 3207 §4.2 requires after the upgrade (and RFC 5321 §4.1.4 allows
-// without one).
+// reads a greeting that stands for the one we consumed, and says EHLO
+// again, as RFC 3207 §4.2 requires after the upgrade. Without one, that
+// second EHLO is answered from the first's reply and never sent: RFC 5321
+// §4.1.4 lets a server refuse it, and some do (Python's smtpd, with 503,
+// which failed every mail for good).
 func (r *Relay) startTLS(conn net.Conn) (net.Conn, bool, error) {
 	tp := textproto.NewConn(conn)
-	_, greeting, err := tp.ReadResponse(220)
+	greeting, _, err := readReply(&tp.Reader, 220)
 	if err != nil {
-		return conn, false, replyError(err)
+		return conn, false, err
 	}
-	id, err := tp.Cmd("EHLO %s", r.config.HeloName)
-	if err != nil {
+	if err := tp.PrintfLine("EHLO %s", r.config.HeloName); err != nil {
 		return conn, false, &ConnError{Phase: PhaseConnect, Err: err}
 	}
-	tp.StartResponse(id)
-	_, ext, err := tp.ReadResponse(250)
-	tp.EndResponse(id)
+	ehlo, lines, err := readReply(&tp.Reader, 250)
+	var se *SMTPError
+	if errors.As(err, &se) && (se.Code == 500 || se.Code == 502) && r.tlsMode != "required" {
+		// A server without EHLO has no STARTTLS either: go-smtp says
+		// EHLO, hears the same, and falls back to HELO (RFC 5321 §3.2).
+		return &greetedConn{Conn: conn, greeting: greeting}, false, nil
+	}
 	if err != nil {
-		return conn, false, replyError(err)
+		return conn, false, err
 	}
 	offered := false
-	for _, line := range strings.Split(ext, "\n")[1:] {
+	for _, line := range lines[1:] {
 		offered = offered || strings.EqualFold(strings.TrimSpace(line), "STARTTLS")
 	}
 	if !offered {
 		if r.tlsMode == "required" {
 			return conn, false, &ConfigError{Msg: "the server does not offer STARTTLS and HELPDESK_SMTP_URL says tls=required"}
 		}
-		return &greetedConn{Conn: conn, greeting: "220 " + greeting + "\r\n"}, false, nil
+		return &greetedConn{Conn: conn, greeting: greeting, ehlo: ehlo}, false, nil
 	}
-	id, err = tp.Cmd("STARTTLS")
-	if err != nil {
+	if err := tp.PrintfLine("STARTTLS"); err != nil {
 		return conn, false, &ConnError{Phase: PhaseConnect, Err: err}
 	}
-	tp.StartResponse(id)
-	_, _, err = tp.ReadResponse(220)
-	tp.EndResponse(id)
-	if err != nil {
-		return conn, false, replyError(err)
+	if _, _, err := readReply(&tp.Reader, 220); err != nil {
+		return conn, false, err
 	}
 	tc := tls.Client(conn, r.tlsConfig())
 	if err := tc.Handshake(); err != nil {
 		return conn, false, &ConnError{Phase: PhaseConnect, Err: err}
 	}
-	return &greetedConn{Conn: tc, greeting: "220 " + greeting + "\r\n"}, true, nil
+	return &greetedConn{Conn: tc, greeting: greeting}, true, nil
 }
 
-// greetedConn replays the greeting that startTLS consumed, for go-smtp.
+// readReply reads one reply, every line of it (RFC 5321 §4.2.1), and
+// returns it as it came, for go-smtp to read again, and its lines' texts;
+// a reply whose code is not want is an SMTPError.
+func readReply(r *textproto.Reader, want int) (raw string, texts []string, err error) {
+	var b strings.Builder
+	for {
+		line, err := r.ReadLine()
+		if err != nil {
+			return "", nil, &ConnError{Phase: PhaseConnect, Err: err}
+		}
+		b.WriteString(line + "\r\n")
+		if len(line) < 3 || len(texts) > 100 {
+			return "", nil, &ConnError{Phase: PhaseConnect, Err: fmt.Errorf("malformed reply %q", line)}
+		}
+		text := ""
+		if len(line) > 4 {
+			text = line[4:]
+		}
+		texts = append(texts, text)
+		if len(line) > 3 && line[3] == '-' {
+			continue
+		}
+		code, err := strconv.Atoi(line[:3])
+		if err != nil {
+			return "", nil, &ConnError{Phase: PhaseConnect, Err: fmt.Errorf("malformed reply %q", line)}
+		}
+		if code != want {
+			return "", nil, replyError(&textproto.Error{Code: code, Msg: strings.Join(texts, "\n")})
+		}
+		return b.String(), texts, nil
+	}
+}
+
+// greetedConn hands go-smtp the replies startTLS consumed: the greeting,
+// and, on a session without TLS, the EHLO's reply in place of sending
+// go-smtp's own EHLO.
 type greetedConn struct {
 	net.Conn
 	greeting string
+	ehlo     string // the reply to give go-smtp's EHLO, which is not sent
+	pending  string // what Read gives before reading from the connection
 }
 
 func (c *greetedConn) Read(b []byte) (int, error) {
 	if c.greeting != "" {
-		n := copy(b, c.greeting)
-		c.greeting = c.greeting[n:]
+		c.pending, c.greeting = c.greeting, ""
+	}
+	if c.pending != "" {
+		n := copy(b, c.pending)
+		c.pending = c.pending[n:]
 		return n, nil
 	}
 	return c.Conn.Read(b)
+}
+
+func (c *greetedConn) Write(b []byte) (int, error) {
+	if c.ehlo != "" {
+		ehlo := c.ehlo
+		c.ehlo = ""
+		if len(b) > 5 && strings.EqualFold(string(b[:5]), "EHLO ") && bytes.HasSuffix(b, []byte("\r\n")) &&
+			!bytes.Contains(b[:len(b)-2], []byte("\n")) {
+			c.pending += ehlo
+			return len(b), nil
+		}
+	}
+	return c.Conn.Write(b)
 }
 
 // replyError turns a reply read by net/textproto into our SMTPError.

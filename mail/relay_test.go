@@ -5,6 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"net"
+	"net/textproto"
 	"slices"
 	"strings"
 	"sync"
@@ -354,5 +357,104 @@ func TestRelayXOAUTH2RefreshesARefusedToken(t *testing.T) {
 		if _, err := mail.NewRelay(mail.RelayConfig{URL: bad}); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}
+	}
+}
+
+// TestRelayOnAServerWithoutSTARTTLS: opportunistic TLS asks in its own
+// EHLO whether the server offers STARTTLS; where it does not, that EHLO is
+// the session's only one, for a server may refuse a second (RFC 5321
+// §4.1.4; Python's smtpd answers 503, and every mail failed for good).
+func TestRelayOnAServerWithoutSTARTTLS(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		greeting string
+		noEHLO   bool
+		hellos   []string // the EHLOs and HELOs the server hears
+	}{
+		"OneEHLOAndTheMailGoes":              {greeting: "220 strict.example ESMTP\r\n", hellos: []string{"EHLO helpdesk.example.com"}},
+		"AGreetingOfSeveralLinesIsReadWhole": {greeting: "220-strict.example ESMTP\r\n220-no UCE\r\n220 ready\r\n", hellos: []string{"EHLO helpdesk.example.com"}},
+		"AServerWithoutEHLOIsGreetedWithHELO": {greeting: "220 old.example SMTP\r\n", noEHLO: true,
+			hellos: []string{"EHLO helpdesk.example.com", "EHLO helpdesk.example.com", "HELO helpdesk.example.com"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			addr, said := strictServer(t, tc.greeting, tc.noEHLO)
+			res := relayTo(t, nil, "smtp://"+addr).Send(ctx, env, raw)
+			if res.Err != nil || !res.BodySent || res.Rcpt["ada@example.com"] != nil {
+				t.Fatalf("result %+v (%v)", res, res.Err)
+			}
+			hellos := slices.DeleteFunc(said(), func(c string) bool { return !strings.HasPrefix(c, "EHLO ") && !strings.HasPrefix(c, "HELO ") })
+			if !slices.Equal(hellos, tc.hellos) {
+				t.Errorf("the server heard %q, want %q", hellos, tc.hellos)
+			}
+		})
+	}
+}
+
+// strictServer is an SMTP server on 127.0.0.1:0 that speaks as
+// RFC 5321 lets a strict one: it greets with greeting, offers no
+// extension that needs more than this, refuses a second EHLO with 503 (or,
+// with noEHLO, every EHLO with 502, taking HELO), and takes every message.
+// said lists the commands it heard.
+func strictServer(t *testing.T, greeting string, noEHLO bool) (addr string, said func() []string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var (
+		mu       sync.Mutex
+		commands []string
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				tp := textproto.NewConn(c)
+				fmt.Fprint(c, greeting)
+				greeted := false
+				for {
+					line, err := tp.ReadLine()
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					commands = append(commands, line)
+					mu.Unlock()
+					verb, _, _ := strings.Cut(strings.ToUpper(line), " ")
+					switch {
+					case verb == "EHLO" && noEHLO:
+						tp.PrintfLine("502 5.5.1 EHLO not implemented")
+					case verb == "EHLO" && greeted:
+						tp.PrintfLine("503 5.5.1 Duplicate HELO/EHLO")
+					case verb == "EHLO":
+						greeted = true
+						tp.PrintfLine("250-strict.example\r\n250-8BITMIME\r\n250 ENHANCEDSTATUSCODES")
+					case verb == "DATA":
+						tp.PrintfLine("354 go ahead")
+						if _, err := tp.ReadDotBytes(); err != nil {
+							return
+						}
+						tp.PrintfLine("250 2.0.0 queued as 1")
+					case verb == "QUIT":
+						tp.PrintfLine("221 2.0.0 bye")
+						return
+					default:
+						tp.PrintfLine("250 2.0.0 ok")
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(commands)
 	}
 }
