@@ -155,3 +155,13 @@ func TestWebhookDeliveries(t *testing.T) {
 		}
 	})
 }
+
+func TestSignWebhookIsTheStandardsSignature(t *testing.T) {
+	t.Parallel()
+	// The example of the Standard Webhooks specification, which its
+	// reference library (npm standardwebhooks 1.x) signs alike.
+	got, err := jobs.SignWebhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
+	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; err != nil || got != want {
+		t.Errorf("signature %q (%v), want %q", got, err, want)
+	}
+}
