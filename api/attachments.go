@@ -132,12 +132,13 @@ func (s *Server) getAttachment(w http.ResponseWriter, r *http.Request, who vocab
 }
 
 // ContentDisposition is an RFC 6266 attachment header for a file name: an
-// ASCII fallback in filename, the exact name in filename* (RFC 8187).
+// ASCII fallback in filename, the exact name in filename* (RFC 8187). The
+// fallback has no % either: some browsers decode %XX in it (Appendix D).
 func ContentDisposition(name string) string {
 	var fallback, exact strings.Builder
 	for _, r := range name {
 		switch {
-		case r < 0x20 || r == 0x7f || r == '"' || r == '\\' || r > 0x7e:
+		case r < 0x20 || r == 0x7f || r == '"' || r == '\\' || r == '%' || r > 0x7e:
 			fallback.WriteByte('_')
 		default:
 			fallback.WriteRune(r)

@@ -262,6 +262,7 @@ func TestContentDispositionFollowsRFC6266(t *testing.T) {
 		"Rechnung März.pdf":    `attachment; filename="Rechnung M_rz.pdf"; filename*=UTF-8''Rechnung%20M%C3%A4rz.pdf`,
 		"写真.png":               `attachment; filename="__.png"; filename*=UTF-8''%E5%86%99%E7%9C%9F.png`,
 		`a\b"c; filename=x.js`: `attachment; filename="a_b_c; filename=x.js"; filename*=UTF-8''a%5Cb%22c%3B%20filename%3Dx.js`,
+		"100%41.txt":           `attachment; filename="100_41.txt"; filename*=UTF-8''100%2541.txt`,
 	} {
 		got := api.ContentDisposition(name)
 		if got != want {
