@@ -498,7 +498,7 @@ func (r *Relay) startTLS(conn net.Conn) (net.Conn, bool, error) {
 	if errors.As(err, &se) && (se.Code == 500 || se.Code == 502) && r.tlsMode != "required" {
 		// A server without EHLO has no STARTTLS either: go-smtp says
 		// EHLO, hears the same, and falls back to HELO (RFC 5321 §3.2).
-		return &greetedConn{Conn: conn, greeting: greeting}, false, nil
+		return &greetedConn{Conn: conn, pending: greeting}, false, nil
 	}
 	if err != nil {
 		return conn, false, err
@@ -511,7 +511,7 @@ func (r *Relay) startTLS(conn net.Conn) (net.Conn, bool, error) {
 		if r.tlsMode == "required" {
 			return conn, false, &ConfigError{Msg: "the server does not offer STARTTLS and HELPDESK_SMTP_URL says tls=required"}
 		}
-		return &greetedConn{Conn: conn, greeting: greeting, ehlo: ehlo}, false, nil
+		return &greetedConn{Conn: conn, pending: greeting, ehlo: ehlo}, false, nil
 	}
 	if err := tp.PrintfLine("STARTTLS"); err != nil {
 		return conn, false, &ConnError{Phase: PhaseConnect, Err: err}
@@ -523,7 +523,7 @@ func (r *Relay) startTLS(conn net.Conn) (net.Conn, bool, error) {
 	if err := tc.Handshake(); err != nil {
 		return conn, false, &ConnError{Phase: PhaseConnect, Err: err}
 	}
-	return &greetedConn{Conn: tc, greeting: greeting}, true, nil
+	return &greetedConn{Conn: tc, pending: greeting}, true, nil
 }
 
 // readReply reads one reply, every line of it (RFC 5321 §4.2.1), and
@@ -564,15 +564,11 @@ func readReply(r *textproto.Reader, want int) (raw string, texts []string, err e
 // go-smtp's own EHLO.
 type greetedConn struct {
 	net.Conn
-	greeting string
-	ehlo     string // the reply to give go-smtp's EHLO, which is not sent
-	pending  string // what Read gives before reading from the connection
+	pending string // what Read gives before reading from the connection: the greeting first
+	ehlo    string // the reply to give go-smtp's EHLO, which is not sent
 }
 
 func (c *greetedConn) Read(b []byte) (int, error) {
-	if c.greeting != "" {
-		c.pending, c.greeting = c.greeting, ""
-	}
 	if c.pending != "" {
 		n := copy(b, c.pending)
 		c.pending = c.pending[n:]
