@@ -15,6 +15,10 @@ var (
 	wroteTail   = regexp.MustCompile(`(?i)\bwrote:\s*$`)
 	// Other languages' clients: "Am … schrieb …:", "Le … a écrit :", "El … escribió:".
 	otherWrote = regexp.MustCompile(`(?i)^(am\s.+\sschrieb\s.*:|le\s.+\sa écrit\s?:|el\s.+\sescribió:)\s*$`)
+	// Any language's: a line that names an address and ends in a colon,
+	// with the quote right under it ("Op zo 6 dec. 2026 om 17:20 schreef
+	// Support <support@…>:", "Il giorno … Support <support@…> ha scritto:").
+	addressColon = regexp.MustCompile(`@[^\s@]+.*:$`)
 	// Outlook: "-----Original Message-----", or a header block "From: … Sent: …"
 	// after a line of underscores.
 	originalMessage = regexp.MustCompile(`(?i)^-{2,}\s*original message\s*-{2,}$`)
@@ -68,6 +72,8 @@ cut:
 			break cut
 		case onWrote.MatchString(trimmed), otherWrote.MatchString(trimmed):
 			break cut
+		case len(trimmed) <= 300 && addressColon.MatchString(trimmed) && quoteFollows(lines[i+1:]):
+			break cut
 		case onWroteHead.MatchString(trimmed) && wroteTail.MatchString(next) && !strings.HasPrefix(next, ">"):
 			break cut
 		case originalMessage.MatchString(trimmed), forwarded.MatchString(trimmed):
@@ -82,6 +88,16 @@ cut:
 		out = append(out, line)
 	}
 	return strings.TrimSpace(strings.Join(out, "\n"))
+}
+
+// quoteFollows reports whether the next line that is not blank is quoted.
+func quoteFollows(rest []string) bool {
+	for _, l := range rest {
+		if l = strings.TrimSpace(l); l != "" {
+			return strings.HasPrefix(l, ">")
+		}
+	}
+	return false
 }
 
 // quoteHeaderFollows reports whether a "Sent:" (or "Date:") line comes

@@ -86,6 +86,15 @@ func TestNewText(t *testing.T) {
 		"QuotedLinesInTheMiddle":              {"Yes.\n> are you sure?\nVery sure.", "Yes.\nVery sure."},
 		"Signature":                           {"Short answer.\n-- \nDana Scully\nSupport", "Short answer."},
 		"GermanClient":                        {"Erledigt.\n\nAm 03.11.2026 um 10:15 schrieb Support <support@x>:\n> alt", "Erledigt."},
+		// Gmail in other languages: the attribution names the address and
+		// ends in a colon, the quote under it.
+		"DutchGmail":      {"Gedaan.\n\nOp zo 6 dec. 2026 om 17:20 schreef Support <support@x.example>:\n\n> oud", "Gedaan."},
+		"ItalianGmail":    {"Fatto.\n\nIl giorno dom 6 dic 2026 alle ore 17:20 Support <support@x.example> ha scritto:\n\n> vecchio", "Fatto."},
+		"PortugueseGmail": {"Feito.\n\nEm dom., 6 de dez. de 2026 às 17:20, Support <support@x.example> escreveu:\n\n> antigo", "Feito."},
+		"PolishGmail":     {"Zrobione.\n\nW dniu 6.12.2026 o 17:20 Support <support@x.example> napisał(a):\n\n> stare", "Zrobione."},
+		"DutchAppleMail":  {"Gedaan.\n\nOp 6 dec 2026 om 17:20 heeft Support <support@x.example> het volgende geschreven:\n\n> oud", "Gedaan."},
+		// A colon after an address is text when no quote follows it.
+		"AnAddressAndAColonWithoutAQuoteIsText": {"Write to billing@x.example:\nthey answer within a day.", "Write to billing@x.example:\nthey answer within a day."},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := mail.NewText(tc.in); got != tc.want {
