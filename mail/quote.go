@@ -22,9 +22,11 @@ var (
 	// Outlook: "-----Original Message-----", or a header block "From: … Sent: …"
 	// after a line of underscores.
 	originalMessage = regexp.MustCompile(`(?i)^-{2,}\s*original message\s*-{2,}$`)
-	outlookFrom     = regexp.MustCompile(`(?i)^\*?(from|von|de):\*?\s`)
-	outlookSent     = regexp.MustCompile(`(?i)^\*?(sent|gesendet|envoyé|date):\*?\s`)
-	underscores     = regexp.MustCompile(`^_{10,}$`)
+	// The header's words in English, German, French, Spanish, Portuguese,
+	// Dutch, Italian, Polish, Swedish, Danish and Norwegian.
+	outlookFrom = regexp.MustCompile(`(?i)^\*?(from|von|de|van|da|od|från|fra):\*?\s`)
+	outlookSent = regexp.MustCompile(`(?i)^\*?(sent|gesendet|envoyé|date|enviado|enviada|verzonden|inviato|wysłano|skickat|sendt):\*?\s`)
+	underscores = regexp.MustCompile(`^_{10,}$`)
 	// "Forwarded message" blocks start history too.
 	forwarded = regexp.MustCompile(`(?i)^-{5,}\s*forwarded message\s*-{5,}$`)
 )
