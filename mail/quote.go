@@ -45,12 +45,13 @@ func NewText(text string) string {
 	// Nothing above the quote: the reply is below it (Thunderbird's and
 	// mutt's default). Keep the lines that are not quoted.
 	var out []string
-	for _, line := range lines {
+	for i, line := range lines {
 		trimmed := strings.TrimSpace(line)
 		if line == "--" || line == "-- " {
 			break
 		}
-		if strings.HasPrefix(trimmed, ">") || onWrote.MatchString(trimmed) || otherWrote.MatchString(trimmed) || wroteTail.MatchString(trimmed) {
+		if strings.HasPrefix(trimmed, ">") || onWrote.MatchString(trimmed) || otherWrote.MatchString(trimmed) || wroteTail.MatchString(trimmed) ||
+			attribution(trimmed, lines[i+1:]) {
 			continue
 		}
 		out = append(out, strings.TrimRight(line, " \t"))
@@ -74,7 +75,7 @@ cut:
 			break cut
 		case onWrote.MatchString(trimmed), otherWrote.MatchString(trimmed):
 			break cut
-		case len(trimmed) <= 300 && addressColon.MatchString(trimmed) && quoteFollows(lines[i+1:]):
+		case attribution(trimmed, lines[i+1:]):
 			break cut
 		case onWroteHead.MatchString(trimmed) && wroteTail.MatchString(next) && !strings.HasPrefix(next, ">"):
 			break cut
@@ -92,8 +93,13 @@ cut:
 	return strings.TrimSpace(strings.Join(out, "\n"))
 }
 
-// quoteFollows reports whether the next line that is not blank is quoted.
-func quoteFollows(rest []string) bool {
+// attribution reports whether line introduces the quote in any language:
+// it names an address and ends in a colon, and the next line that is not
+// blank is quoted.
+func attribution(line string, rest []string) bool {
+	if len(line) > 300 || !addressColon.MatchString(line) {
+		return false
+	}
 	for _, l := range rest {
 		if l = strings.TrimSpace(l); l != "" {
 			return strings.HasPrefix(l, ">")

@@ -93,6 +93,7 @@ func TestNewText(t *testing.T) {
 		"PortugueseGmail": {"Feito.\n\nEm dom., 6 de dez. de 2026 às 17:20, Support <support@x.example> escreveu:\n\n> antigo", "Feito."},
 		"PolishGmail":     {"Zrobione.\n\nW dniu 6.12.2026 o 17:20 Support <support@x.example> napisał(a):\n\n> stare", "Zrobione."},
 		"DutchAppleMail":  {"Gedaan.\n\nOp 6 dec 2026 om 17:20 heeft Support <support@x.example> het volgende geschreven:\n\n> oud", "Gedaan."},
+		"DutchBottomPost": {"Op 06-12-2026 om 17:20 schreef Support <support@x.example>:\n> oud\n\nMijn antwoord.", "Mijn antwoord."},
 		// Outlook's header block in other languages.
 		"SpanishOutlook": {"Hecho.\n\nDe: Support <support@x.example>\nEnviado: martes\nPara: Dana\nAsunto: x\n\nviejo", "Hecho."},
 		"DutchOutlook":   {"Gedaan.\n\nVan: Support <support@x.example>\nVerzonden: dinsdag\nAan: Dana\nOnderwerp: x\n\noud", "Gedaan."},
