@@ -196,7 +196,11 @@ func (w *walker) entity(e *message.Entity, depth int, parentType string) []text 
 	case disposition == "attachment" || (name != "" && !strings.HasPrefix(mediaType, "text/")):
 		w.attach(e.Header, name, mediaType, disposition, e.Body)
 	case mediaType == "text/plain" || mediaType == "":
-		return []text{{body: w.readText(e.Body)}}
+		body := w.readText(e.Body)
+		if strings.EqualFold(params["format"], "flowed") {
+			body = mail.Unflow(body, strings.EqualFold(params["delsp"], "yes"))
+		}
+		return []text{{body: body}}
 	case mediaType == "text/html":
 		return []text{{body: w.readText(e.Body), html: true}}
 	case !strings.HasPrefix(mediaType, "text/"):

@@ -204,3 +204,21 @@ func TestStoredTextHasLFLineEnds(t *testing.T) {
 		t.Errorf("text %q, want LF line ends", m.Text)
 	}
 }
+
+func TestAFlowedTextIsReadAsItsWriterMeantIt(t *testing.T) {
+	t.Parallel()
+	// Thunderbird's plain text: wrapped at 72 columns, each soft break a
+	// space before the line end (RFC 3676).
+	m, err := inbound.Parse([]byte("From: Ada <ada@example.com>\r\nSubject: Hi\r\nMIME-Version: 1.0\r\n" +
+		"Content-Type: text/plain; charset=UTF-8; format=flowed\r\n\r\n" +
+		"My card was charged twice for invoice 1042, once on Monday and once \r\non Tuesday. Please refund one of them.\r\n\r\n" +
+		"> An earlier line that was \r\n> wrapped too.\r\n\r\n-- \r\nAda\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "My card was charged twice for invoice 1042, once on Monday and once on Tuesday. Please refund one of them.\n\n" +
+		"> An earlier line that was wrapped too.\n\n-- \nAda"
+	if m.Text != want {
+		t.Errorf("text %q, want %q", m.Text, want)
+	}
+}
