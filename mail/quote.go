@@ -34,7 +34,8 @@ var (
 // NewText is what a person wrote above the quoted history of a reply: it
 // cuts at the first line where a mail client begins the quote (Gmail's
 // and Apple Mail's "On … wrote:", Outlook's "-----Original Message-----"
-// and "From: … Sent: …" block, Thunderbird's "On … wrote:"), drops lines
+// and "From: … Sent: …" block, Thunderbird's "On … wrote:", and in any
+// language a line naming an address that ends in a colon over the quote), drops lines
 // quoted with ">", and cuts a "-- " signature. A reply written below the
 // quote (bottom-posting) keeps its own lines and loses the quoted ones.
 func NewText(text string) string {
