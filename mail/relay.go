@@ -1,7 +1,6 @@
 package mail
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -511,7 +510,7 @@ func (r *Relay) startTLS(conn net.Conn) (net.Conn, bool, error) {
 		if r.tlsMode == "required" {
 			return conn, false, &ConfigError{Msg: "the server does not offer STARTTLS and HELPDESK_SMTP_URL says tls=required"}
 		}
-		return &greetedConn{Conn: conn, pending: greeting, ehlo: ehlo}, false, nil
+		return &greetedConn{Conn: conn, pending: greeting, ehlo: "EHLO " + r.config.HeloName + "\r\n", ehloReply: ehlo}, false, nil
 	}
 	if err := tp.PrintfLine("STARTTLS"); err != nil {
 		return conn, false, &ConnError{Phase: PhaseConnect, Err: err}
@@ -564,8 +563,9 @@ func readReply(r *textproto.Reader, want int) (raw string, texts []string, err e
 // go-smtp's own EHLO.
 type greetedConn struct {
 	net.Conn
-	pending string // what Read gives before reading from the connection: the greeting first
-	ehlo    string // the reply to give go-smtp's EHLO, which is not sent
+	pending   string // what Read gives before reading from the connection: the greeting first
+	ehlo      string // go-smtp's EHLO, as it will write it: not sent ...
+	ehloReply string // ... but answered with the first EHLO's reply
 }
 
 func (c *greetedConn) Read(b []byte) (int, error) {
@@ -578,15 +578,11 @@ func (c *greetedConn) Read(b []byte) (int, error) {
 }
 
 func (c *greetedConn) Write(b []byte) (int, error) {
-	if c.ehlo != "" {
-		ehlo := c.ehlo
-		c.ehlo = ""
-		if len(b) > 5 && strings.EqualFold(string(b[:5]), "EHLO ") && bytes.HasSuffix(b, []byte("\r\n")) &&
-			!bytes.Contains(b[:len(b)-2], []byte("\n")) {
-			c.pending += ehlo
-			return len(b), nil
-		}
+	if c.ehlo != "" && string(b) == c.ehlo {
+		c.ehlo, c.pending = "", c.pending+c.ehloReply
+		return len(b), nil
 	}
+	c.ehlo = "" // only go-smtp's first write can be its EHLO
 	return c.Conn.Write(b)
 }
 
