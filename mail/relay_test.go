@@ -286,8 +286,16 @@ func TestRelayTLSAndAuth(t *testing.T) {
 		t.Parallel()
 		srv := smtptest.StartWith(t, smtptest.Options{StartTLS: true})
 		r, _ := mail.NewRelay(mail.RelayConfig{URL: "smtp://" + srv.Addr + "?tls=required", CommandTimeout: 5 * time.Second})
-		if res := r.Send(ctx, env, raw); res.Err == nil || len(srv.Deliveries()) != 0 {
+		res := r.Send(ctx, env, raw)
+		if res.Err == nil || len(srv.Deliveries()) != 0 {
 			t.Errorf("result %+v: sent over a certificate nobody trusts", res)
+		}
+		// The mail waits, as for a relay that cannot be reached, until the
+		// certificate verifies: no recipient failed, no attempt is spent
+		// (docs/deploy.md).
+		o := mail.Classify(res, env.To)
+		if !o.RelayDown || o.Config || o.Recipients["ada@example.com"].State != mail.StatePending {
+			t.Errorf("outcome %+v (%v), want the relay down and every recipient pending", o, res.Err)
 		}
 	})
 }
