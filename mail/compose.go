@@ -83,11 +83,41 @@ func ASCIIAddress(address string) (string, bool) {
 // AddrSpec writes an address as it is kept (net/mail's form, the local
 // part unquoted) as an addr-spec again, for a header to parse or SMTP's MAIL
 // and RCPT to carry (RFC 5322 §3.4.1, RFC 5321 §4.1.2): a local part that
-// is not a dot-atom goes quoted, as net/mail writes it. "john doe"@example.com,
+// is not a dot-string goes quoted, its " and \ escaped. "john doe"@example.com,
 // kept as john doe@example.com, is "john doe"@example.com again.
 func AddrSpec(addr string) string {
-	s := (&netmail.Address{Address: addr}).String() // "<addr-spec>"
-	return s[1 : len(s)-1]
+	at := strings.LastIndexByte(addr, '@')
+	if at < 0 || isDotString(addr[:at]) {
+		return addr
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range addr[:at] {
+		if r == '"' || r == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteByte('"')
+	b.WriteString(addr[at:])
+	return b.String()
+}
+
+// isDotString reports whether local is atoms joined by single dots: atext
+// of RFC 5322 §3.2.3, with UTF-8 beyond ASCII as RFC 6531 §3.3 allows.
+func isDotString(local string) bool {
+	if local == "" || local[0] == '.' || local[len(local)-1] == '.' || strings.Contains(local, "..") {
+		return false
+	}
+	for i := 0; i < len(local); i++ {
+		c := local[i]
+		if c >= utf8.RuneSelf || c == '.' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-/=?^_`{|}~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // isASCII reports whether s is 7-bit.
