@@ -84,7 +84,10 @@ func ASCIIAddress(address string) (string, bool) {
 // part unquoted) as an addr-spec again, for a header to parse or SMTP's MAIL
 // and RCPT to carry (RFC 5322 §3.4.1, RFC 5321 §4.1.2): a local part that
 // is not a dot-string goes quoted, its " and \ escaped. "john doe"@example.com,
-// kept as john doe@example.com, is "john doe"@example.com again.
+// kept as john doe@example.com, is "john doe"@example.com again. Not
+// net/mail's Address.String: its quoting drops CR and LF, so a stored
+// header injection would be sent as a mangled address; kept here, they
+// make ParseAddress refuse the address.
 func AddrSpec(addr string) string {
 	at := strings.LastIndexByte(addr, '@')
 	if at < 0 || isDotString(addr[:at]) {

@@ -198,6 +198,17 @@ func TestAddrSpecQuotesWhatIsKeptUnquoted(t *testing.T) {
 	}
 }
 
+func TestAddrSpecKeepsWhatNoHeaderMayHold(t *testing.T) {
+	t.Parallel()
+	// net/mail's own quoting drops CR and LF, which would turn a stored
+	// header injection into a mangled address that is sent; kept, they
+	// are refused.
+	kept := "x@example.com\r\nBcc: victim@example.com"
+	if a, err := mail.ParseAddress(mail.AddrSpec(kept)); err == nil {
+		t.Errorf("AddrSpec(%q) parses as %v", kept, a)
+	}
+}
+
 func TestThreadIndexTellsTimesApart(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 11, 3, 10, 15, 0, 0, time.UTC)
