@@ -243,6 +243,7 @@ func (f *Fetchers) session(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("select %s: %w", ep.Folder, err)
 	}
+	conn.folder = ep.Folder
 	uidvalidity := int64(sel.UIDValidity)
 	reset, err := f.desk.MailboxSelected(ctx, name, uidvalidity)
 	if err != nil {
@@ -254,8 +255,12 @@ func (f *Fetchers) session(ctx context.Context, name string) error {
 			slog.String("mailbox", name), slog.Int64("uidvalidity", uidvalidity))
 	}
 	if mb.AfterImport == desk.AfterImportMove {
-		if err := conn.ensureFolder(mb.ProcessedFolder); err != nil {
+		if conn.processed, err = conn.processedFolder(mb.ProcessedFolder); err != nil {
 			return err
+		}
+		if conn.processed != mb.ProcessedFolder {
+			f.log.InfoContext(ctx, "mailbox: the server keeps folders under a prefix: filed mail goes to the folder under it",
+				slog.String("mailbox", name), slog.String("processed", conn.processed))
 		}
 	}
 	for first := true; ; first = false {
@@ -405,8 +410,12 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 		return false, fmt.Errorf("UID %d came without its body", uid)
 	}
 	if tooLarge {
-		note := fmt.Sprintf("\r\n(This message had %d bytes, over the limit of %d: only its headers were fetched. It stays in the mailbox %s.)\r\n",
-			size, f.config.MaxBytes, mb.Name)
+		kept := conn.folder
+		if mb.AfterImport == desk.AfterImportMove {
+			kept = conn.processed
+		}
+		note := fmt.Sprintf("\r\n(This message had %d bytes, over the limit of %d: only its headers were fetched. It stays in the folder %s of the mailbox %s.)\r\n",
+			size, f.config.MaxBytes, kept, mb.Name)
 		body = io.MultiReader(body, strings.NewReader(note))
 	}
 	out, err := f.receiver.ReceiveFrom(ctx, &inbound.Envelope{Source: src}, body)
@@ -459,7 +468,7 @@ func (f *Fetchers) afterImport(ctx context.Context, conn *conn, mb *store.Mailbo
 		}
 		switch how {
 		case desk.AfterImportMove:
-			_, err = conn.c.Move(set, mb.ProcessedFolder).Wait()
+			_, err = conn.c.Move(set, conn.processed).Wait()
 		case desk.AfterImportFlag:
 			err = conn.c.Store(set, &imap.StoreFlags{Op: imap.StoreFlagsAdd, Silent: true, Flags: []imap.Flag{importedFlag}}, nil).Close()
 		}
@@ -477,6 +486,9 @@ const importedFlag = imap.Flag("$HelpdeskImported")
 type conn struct {
 	c   *imapclient.Client
 	raw *deadlineConn
+	// folder is the folder read; processed is the name, on this server,
+	// of the one filed mail is moved to.
+	folder, processed string
 }
 
 func (c *conn) close() {
@@ -598,19 +610,60 @@ func (f *Fetchers) signIn(ctx context.Context, conn *conn, ep *Endpoint, mb *sto
 	}
 }
 
-// ensureFolder creates the processed folder if it is missing.
-func (c *conn) ensureFolder(name string) error {
-	list, err := c.c.List("", name, nil).Collect()
-	if err != nil {
-		return fmt.Errorf("list %s: %w", name, err)
+// processedFolder finds the folder filed mail is moved to, or makes it,
+// and returns its name on this server. Where the personal namespace has a
+// prefix (Courier's, cPanel's and many Dovecot servers' "INBOX."), no
+// folder can be made outside it: a name given without the prefix is
+// looked for, and made, under it (RFC 2342; RFC 9051 §6.3.10).
+func (c *conn) processedFolder(name string) (string, error) {
+	if found, err := c.exists(name); err != nil || found {
+		return name, err
 	}
-	if len(list) > 0 {
-		return nil
+	if prefix := c.personalPrefix(); prefix != "" && !underPrefix(name, prefix) {
+		under := prefix + name
+		found, err := c.exists(under)
+		if err != nil || found {
+			return under, err
+		}
+		name = under
 	}
 	if err := c.c.Create(name, nil).Wait(); err != nil {
-		return fmt.Errorf("create %s: %w", name, err)
+		return "", fmt.Errorf("create %s: %w", name, err)
 	}
-	return nil
+	return name, nil
+}
+
+func (c *conn) exists(name string) (bool, error) {
+	list, err := c.c.List("", name, nil).Collect()
+	if err != nil {
+		return false, fmt.Errorf("list %s: %w", name, err)
+	}
+	return len(list) > 0, nil
+}
+
+// personalPrefix is the prefix of the user's own folders, "" where the
+// server has none or does not say.
+func (c *conn) personalPrefix() string {
+	if caps := c.c.Caps(); !caps.Has(imap.CapNamespace) && !caps.Has(imap.CapIMAP4rev2) {
+		return ""
+	}
+	ns, err := c.c.Namespace().Wait()
+	if err != nil || len(ns.Personal) == 0 {
+		return ""
+	}
+	return ns.Personal[0].Prefix
+}
+
+// underPrefix reports whether name is in the namespace of prefix. INBOX
+// is the same folder however it is written (RFC 9051 §5.1): "inbox." is
+// under "INBOX.".
+func underPrefix(name, prefix string) bool {
+	const inbox = "INBOX"
+	if len(name) >= len(inbox) && len(prefix) >= len(inbox) &&
+		strings.EqualFold(name[:len(inbox)], inbox) && strings.EqualFold(prefix[:len(inbox)], inbox) {
+		name, prefix = name[len(inbox):], prefix[len(inbox):]
+	}
+	return strings.HasPrefix(name, prefix)
 }
 
 // wait returns when new mail may have come: at once if the server said so

@@ -323,5 +323,40 @@ func TestFetchingAMailbox(t *testing.T) {
 		if n := w.count(t, `SELECT count(*) FROM messages WHERE body LIKE '%over the limit of 2000%'`); n != 1 {
 			t.Errorf("%d messages with the note, want 1", n)
 		}
+		if n := w.count(t, `SELECT count(*) FROM messages WHERE body LIKE '%It stays in the folder Processed of the mailbox support.%'`); n != 1 {
+			t.Errorf("%d messages whose note says where the whole message is, want 1", n)
+		}
+	})
+
+	// Courier, cPanel and many Dovecot servers keep every folder under the
+	// personal namespace's prefix ("INBOX."), and refuse to make one
+	// outside it: the default Processed must still work there.
+	t.Run("OnAServerWithANamespacePrefixFiledMailIsMovedUnderIt", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw", Prefix: "INBOX/"})
+		if _, err := s.Append("INBOX", customerMail(1, "c1@example.net")); err != nil {
+			t.Fatal(err)
+		}
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "the ticket, and its mail moved to INBOX/Processed", func() bool {
+			return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("INBOX") == 0 && s.Count("INBOX/Processed") == 1
+		})
+		if n := s.Count("Processed"); n != -1 {
+			t.Errorf("a folder Processed outside the namespace holds %d messages, want none made", n)
+		}
+	})
+
+	t.Run("AProcessedFolderNamedWithThePrefixIsTakenAsItIs", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw", Prefix: "INBOX/"})
+		if _, err := s.Append("INBOX", customerMail(1, "c1@example.net")); err != nil {
+			t.Fatal(err)
+		}
+		w.mailbox(t, "support", s, "pw", "support@example.org", func(p *desk.MailboxParams) { p.ProcessedFolder = "INBOX/Done" })
+		eventually(t, 30*time.Second, "the ticket, and its mail moved to INBOX/Done", func() bool {
+			return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("INBOX") == 0 && s.Count("INBOX/Done") == 1
+		})
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +32,11 @@ type Options struct {
 	Token func() string
 	// TLS serves implicit TLS.
 	TLS *tls.Config
+	// Prefix, when set, is the personal namespace's prefix, as Courier's
+	// and many Dovecot servers' "INBOX." (here "INBOX/", the in-memory
+	// server's delimiter being "/"): NAMESPACE names it, and a folder
+	// outside it cannot be made, with the refusal Dovecot gives.
+	Prefix string
 }
 
 // Server is the running server.
@@ -221,7 +227,21 @@ func (s *session) Move(w *imapserver.MoveWriter, numSet imap.NumSet, dest string
 }
 
 func (s *session) Namespace() (*imap.NamespaceData, error) {
-	return s.Session.(imapserver.SessionNamespace).Namespace()
+	data, err := s.Session.(imapserver.SessionNamespace).Namespace()
+	if err != nil || s.server.opts.Prefix == "" {
+		return data, err
+	}
+	personal := data.Personal[0]
+	personal.Prefix = s.server.opts.Prefix
+	return &imap.NamespaceData{Personal: []imap.NamespaceDescriptor{personal}}, nil
+}
+
+func (s *session) Create(name string, options *imap.CreateOptions) error {
+	if p := s.server.opts.Prefix; p != "" && !strings.HasPrefix(name, p) {
+		return &imap.Error{Type: imap.StatusResponseTypeNo,
+			Text: "Client tried to access nonexistent namespace. (Mailbox name should probably be prefixed with: " + p + ")"}
+	}
+	return s.Session.Create(name, options)
 }
 
 // xoauth2Server checks an XOAUTH2 response against the valid token; a
