@@ -11,6 +11,7 @@ package fetcher
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
@@ -78,8 +79,16 @@ type Fetchers struct {
 	log      *slog.Logger
 
 	mu      sync.Mutex
-	running map[string]context.CancelFunc
+	running map[string]*mailboxLoop
+	last    map[string]*mailboxLoop // each mailbox's latest loop, running or not
 	wg      sync.WaitGroup
+}
+
+// mailboxLoop is a mailbox's loop, running or ending.
+type mailboxLoop struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when it has ended, its lease given back
+	config string        // configDigest of what it was started with
 }
 
 // New returns the fetchers of a process, filing with d through rc.
@@ -103,7 +112,7 @@ func New(d *desk.Desk, rc *inbound.Receiver, config Config) *Fetchers {
 		_, _ = rand.Read(b)
 		config.Holder = host + "-" + hex.EncodeToString(b)
 	}
-	return &Fetchers{desk: d, receiver: rc, config: config, log: config.Logger, running: map[string]context.CancelFunc{}}
+	return &Fetchers{desk: d, receiver: rc, config: config, log: config.Logger, running: map[string]*mailboxLoop{}, last: map[string]*mailboxLoop{}}
 }
 
 // Run fetches until ctx ends: it starts a loop for every enabled mailbox
@@ -118,8 +127,8 @@ func (f *Fetchers) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			f.mu.Lock()
-			for _, cancel := range f.running {
-				cancel()
+			for _, l := range f.running {
+				l.cancel()
 			}
 			f.mu.Unlock()
 			f.wg.Wait()
@@ -129,6 +138,11 @@ func (f *Fetchers) Run(ctx context.Context) {
 	}
 }
 
+// reconcile starts a loop for each enabled mailbox that has none, stops
+// the loops of those disabled, and restarts the loop of a mailbox whose
+// settings changed: a session goes on with what it signed in with, and
+// would otherwise keep an old password, server or folder for as long as
+// its connection lasts.
 func (f *Fetchers) reconcile(ctx context.Context) {
 	list, err := f.desk.Mailboxes(ctx)
 	if err != nil {
@@ -137,32 +151,61 @@ func (f *Fetchers) reconcile(ctx context.Context) {
 		}
 		return
 	}
-	enabled := map[string]bool{}
+	enabled := map[string]string{}
 	for _, m := range list {
 		if m.DisabledAt == nil {
-			enabled[m.Name] = true
+			enabled[m.Name] = configDigest(m)
 		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for name, cancel := range f.running {
-		if !enabled[name] {
-			cancel()
+	for name, l := range f.running {
+		if config, ok := enabled[name]; !ok || config != l.config {
+			l.cancel()
 			delete(f.running, name)
 		}
 	}
-	for name := range enabled {
+	for name, config := range enabled {
 		if _, ok := f.running[name]; ok {
 			continue
 		}
 		mctx, cancel := context.WithCancel(ctx)
-		f.running[name] = cancel
+		l := &mailboxLoop{cancel: cancel, done: make(chan struct{}), config: config}
+		previous := f.last[name]
+		f.running[name], f.last[name] = l, l
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
+			defer close(l.done)
+			if previous != nil {
+				// The loop it replaces, stopped but perhaps not ended,
+				// gives its lease back first: two loops of one process
+				// would both hold it, as one holder.
+				select {
+				case <-previous.done:
+				case <-mctx.Done():
+					return
+				}
+			}
 			f.loop(mctx, name)
 		}()
 	}
+}
+
+// configDigest stands for what a mailbox's loop works with: its server,
+// credentials, folders and address, but not what the loop itself writes
+// (its checkpoint, its state, the access tokens it refreshes).
+func configDigest(m *store.Mailbox) string {
+	h := sha256.New()
+	for _, v := range []string{m.IMAPURL, m.Password, m.ProcessedFolder, m.AfterImport, m.Address} {
+		fmt.Fprintf(h, "%d:%s", len(v), v)
+	}
+	if o := m.OAuth; o != nil {
+		for _, v := range []string{o.Provider, o.ClientID, o.ClientSecret, o.TokenURL, o.Scopes} {
+			fmt.Fprintf(h, "%d:%s", len(v), v)
+		}
+	}
+	return string(h.Sum(nil))
 }
 
 // loop fetches one mailbox for as long as ctx lasts: it takes the lease

@@ -347,6 +347,33 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	// A session goes on with what it signed in with for as long as its
+	// connection lasts: a changed mailbox must be fetched anew, not after
+	// the next failure.
+	t.Run("AMailboxChangedWhileItIdlesIsFetchedWithItsNewSettings", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		if _, err := s.Append("INBOX", customerMail(1, "c1@example.net")); err != nil {
+			t.Fatal(err)
+		}
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "the first ticket, its mail in Processed", func() bool {
+			return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("Processed") == 1
+		})
+		w.mailbox(t, "support", s, "pw", "support@example.org", func(p *desk.MailboxParams) { p.ProcessedFolder = "Done" })
+		eventually(t, 30*time.Second, "the folder Done made", func() bool { return s.Count("Done") == 0 })
+		if _, err := s.Append("INBOX", customerMail(2, "c2@example.net")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the second ticket, its mail in Done", func() bool {
+			return w.count(t, `SELECT count(*) FROM tickets`) == 2 && s.Count("Done") == 1
+		})
+		if n := s.Count("Processed"); n != 1 {
+			t.Errorf("Processed holds %d messages, want the first one only", n)
+		}
+	})
+
 	t.Run("AProcessedFolderNamedWithThePrefixIsTakenAsItIs", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
