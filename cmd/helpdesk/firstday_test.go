@@ -101,8 +101,12 @@ func TestMailboxCommand(t *testing.T) {
 	}
 	code, stdout, stderr := runCmd(t, env, "mailbox", "add", "billing", "-imap", "imaps://billing%40example.org:Imap-S3cret@imap.example.org/INBOX",
 		"-address", "billing@example.org", "-team", "billing", "-from", "Example Billing <billing@example.org>")
-	if code != 0 || !strings.Contains(stdout, "mailbox billing") {
+	if code != 0 || !strings.Contains(stdout, "mailbox billing") || !strings.Contains(stdout, "after import: move to Processed") {
 		t.Fatalf("add: exit %d, %q %q", code, stdout, stderr)
+	}
+	if code, stdout, stderr := runCmd(t, env, "mailbox", "add", "flagged", "-imap", "imaps://flagged%40example.org:pw@imap.example.org/INBOX",
+		"-address", "flagged@example.org", "-after-import", "flag"); code != 0 || !strings.Contains(stdout, "after import: flag $HelpdeskImported") {
+		t.Errorf("add, flagging: exit %d, %q %q", code, stdout, stderr)
 	}
 	for _, args := range [][]string{{"mailbox", "list"}, {"mailbox", "status", "billing"}} {
 		code, stdout, stderr := runCmd(t, env, args...)

@@ -106,8 +106,8 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 		} else if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "mailbox %s: %s for %s; the workers fetch it within 10s (after import: %s to %s)\n",
-			m.Name, m.IMAPURL, m.Address, m.AfterImport, m.ProcessedFolder)
+		fmt.Fprintf(stdout, "mailbox %s: %s for %s; the workers fetch it within 10s (after import: %s)\n",
+			m.Name, m.IMAPURL, m.Address, afterImport(m))
 	case "list":
 		list, err := cases.Mailboxes(ctx)
 		if err != nil {
@@ -127,8 +127,8 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(w, "mailbox\t%s\naddress\t%s\nimap\t%s\nstate\t%s\nafter import\t%s (%s)\n", m.Name, m.Address, m.IMAPURL, mailboxState(m),
-			m.AfterImport, m.ProcessedFolder)
+		fmt.Fprintf(w, "mailbox\t%s\naddress\t%s\nimap\t%s\nstate\t%s\nafter import\t%s\n", m.Name, m.Address, m.IMAPURL, mailboxState(m),
+			afterImport(m))
 		uv := "-"
 		if m.UIDValidity != nil {
 			uv = fmt.Sprint(*m.UIDValidity)
@@ -193,4 +193,15 @@ func when(t *time.Time) string {
 		return "-"
 	}
 	return t.Format(time.RFC3339)
+}
+
+// afterImport says what is done with a message once filed.
+func afterImport(m *store.Mailbox) string {
+	switch m.AfterImport {
+	case desk.AfterImportMove:
+		return "move to " + m.ProcessedFolder
+	case desk.AfterImportFlag:
+		return "flag $HelpdeskImported"
+	}
+	return m.AfterImport
 }
