@@ -28,7 +28,7 @@ func team(t testing.TB) (*pgxpool.Pool, *store.Store) {
 	return pool, st
 }
 
-func newTicket(t *testing.T, st *store.Store) string {
+func newTicket(t testing.TB, st *store.Store) string {
 	t.Helper()
 	tk, err := st.InsertTicket(context.Background(), &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Invoice"})
 	if err != nil {

@@ -76,9 +76,12 @@ const horizon = `pg_snapshot_xmin(pg_current_snapshot())::text::bigint`
 // since of the next read. A refresh of a vector index is then one
 // statement, not a read of the changes and another of their vectors.
 //
-// It is planned for its horizon each time (an unnamed statement): a plan
-// kept for any horizon guesses a third of the rows changed, and at a
-// million PostgreSQL then compiles it (JIT): 400 ms of a 440 ms read.
+// It is planned for its horizon each time (the unnamed statement, sent
+// with each run): a plan kept for any horizon guesses a third of the rows
+// changed, and at a million PostgreSQL then compiles it (JIT): 400 ms of a
+// 440 ms read. Its description is kept (QueryExecModeCacheDescribe), so
+// that the vectors come back in binary: in text (QueryExecModeExec) each
+// element of each vector was a float to parse.
 func (s *Store) VectorsChangedSince(ctx context.Context, since int64, seen []TicketChange) (changed []TicketVector, next int64, err error) {
 	ids, by := make([]string, len(seen)), make([]int64, len(seen))
 	for i, c := range seen {
@@ -91,7 +94,7 @@ func (s *Store) VectorsChangedSince(ctx context.Context, since int64, seen []Tic
 			WHERE e.changed_xid >= $1::bigint::text::xid8
 			AND NOT EXISTS (SELECT FROM unnest($2::text[], $3::bigint[]) s (id, by)
 				WHERE s.id = e.ticket_id AND s.by = e.changed_xid::text::bigint)) v ON true`,
-		pgx.QueryExecModeExec, since, ids, by)
+		pgx.QueryExecModeCacheDescribe, since, ids, by)
 	if err != nil {
 		return nil, 0, fmt.Errorf("vectors changed: %w", err)
 	}
