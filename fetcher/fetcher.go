@@ -676,12 +676,19 @@ func (c *conn) processedFolder(name string) (string, error) {
 	return name, nil
 }
 
+// exists reports whether the folder is there. LIST takes the name as a
+// pattern, in which * and % match others: only the name itself counts.
 func (c *conn) exists(name string) (bool, error) {
 	list, err := c.c.List("", name, nil).Collect()
 	if err != nil {
 		return false, fmt.Errorf("list %s: %w", name, err)
 	}
-	return len(list) > 0, nil
+	for _, d := range list {
+		if d.Mailbox == name || (strings.EqualFold(d.Mailbox, "INBOX") && strings.EqualFold(name, "INBOX")) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // personalPrefix is the prefix of the user's own folders, "" where the
