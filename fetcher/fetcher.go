@@ -9,6 +9,8 @@
 package fetcher
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -442,15 +444,26 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 	if msg == nil {
 		return false, cmd.Close() // expunged meanwhile
 	}
-	var body io.Reader
+	var literal imap.LiteralReader
 	for item := msg.Next(); item != nil; item = msg.Next() {
 		if b, ok := item.(imapclient.FetchItemDataBodySection); ok && b.Literal != nil {
-			body = b.Literal
+			literal = b.Literal
 			break
 		}
 	}
-	if body == nil {
+	if literal == nil {
 		return false, fmt.Errorf("UID %d came without its body", uid)
+	}
+	body := io.Reader(literal)
+	if literal.Size() > f.config.MaxBytes {
+		// What comes is measured by its literal, not by RFC822.SIZE, which
+		// may fall short (Exchange's is an estimate), nor by a header
+		// section, which has no limit of its own: only the headers are
+		// kept, and no more of them than the limit.
+		if !tooLarge {
+			tooLarge, size = true, literal.Size()
+		}
+		body = headerSection(literal, f.config.MaxBytes)
 	}
 	if tooLarge {
 		kept := conn.folder
@@ -463,7 +476,7 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 	}
 	out, err := f.receiver.ReceiveFrom(ctx, &inbound.Envelope{Source: src}, body)
 	// The literal must be read to its end before the next command.
-	_, _ = io.Copy(io.Discard, body)
+	_, _ = io.Copy(io.Discard, literal)
 	if cerr := cmd.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("fetch UID %d: %w", uid, cerr)
 	}
@@ -482,6 +495,25 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 		return false, f.desk.SkipMailboxMessage(ctx, &desk.MailSource{Mailbox: src.Mailbox, UIDValidity: uidvalidity, UID: int64(uid)})
 	default:
 		return false, err
+	}
+}
+
+// headerSection reads r to the end of its header section, the first
+// empty line (RFC 5322 §2.1), or to max bytes, whichever comes first.
+func headerSection(r io.Reader, max int64) io.Reader {
+	var head bytes.Buffer
+	br := bufio.NewReader(io.LimitReader(r, max))
+	for lineStart := true; ; {
+		line, err := br.ReadSlice('\n')
+		head.Write(line)
+		if err == bufio.ErrBufferFull {
+			lineStart = false
+			continue
+		}
+		if err != nil || (lineStart && (string(line) == "\r\n" || string(line) == "\n")) {
+			return &head
+		}
+		lineStart = true
 	}
 }
 
