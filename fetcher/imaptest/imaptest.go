@@ -98,10 +98,10 @@ func Listen(opts Options) (*Server, error) {
 		return nil, err
 	}
 	if opts.NoIdle {
-		ln = noIdleListener{ln}
+		ln = &rewriteListener{ln, noIdle}
 	}
 	if opts.ShortSizes {
-		ln = shortSizeListener{ln}
+		ln = &rewriteListener{ln, shortSizes}
 	}
 	if opts.TLS != nil {
 		ln = tls.NewListener(ln, opts.TLS)
@@ -289,48 +289,44 @@ type discard struct{}
 
 func (discard) Printf(string, ...any) {}
 
-// noIdleListener's connections leave IDLE out of every capability list
-// they write: go-imap's server always names it for IMAP4rev1.
-type noIdleListener struct{ net.Listener }
+// rewriteListener's connections pass all they write through rewrite, as
+// a server that says something else would write it. It is used by
+// pointer: go-imap's server keeps its listeners in a map.
+type rewriteListener struct {
+	net.Listener
+	rewrite func([]byte) []byte
+}
 
-func (l noIdleListener) Accept() (net.Conn, error) {
+func (l *rewriteListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return noIdleConn{c}, nil
+	return rewriteConn{c, l.rewrite}, nil
 }
 
-type noIdleConn struct{ net.Conn }
-
-func (c noIdleConn) Write(b []byte) (int, error) {
-	if bytes.Contains(b, []byte("CAPABILITY")) {
-		if _, err := c.Conn.Write(bytes.ReplaceAll(b, []byte(" IDLE"), nil)); err != nil {
-			return 0, err
-		}
-		return len(b), nil
-	}
-	return c.Conn.Write(b)
+type rewriteConn struct {
+	net.Conn
+	rewrite func([]byte) []byte
 }
 
-// shortSizeListener's connections say 1 for every RFC822.SIZE they write.
-type shortSizeListener struct{ net.Listener }
-
-func (l shortSizeListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return shortSizeConn{c}, nil
-}
-
-type shortSizeConn struct{ net.Conn }
-
-var rfc822Size = regexp.MustCompile(`RFC822\.SIZE [0-9]+`)
-
-func (c shortSizeConn) Write(b []byte) (int, error) {
-	if _, err := c.Conn.Write(rfc822Size.ReplaceAll(b, []byte("RFC822.SIZE 1"))); err != nil {
+func (c rewriteConn) Write(b []byte) (int, error) {
+	if _, err := c.Conn.Write(c.rewrite(b)); err != nil {
 		return 0, err
 	}
 	return len(b), nil
 }
+
+// noIdle leaves IDLE out of every capability list: go-imap's server
+// always names it for IMAP4rev1.
+func noIdle(b []byte) []byte {
+	if bytes.Contains(b, []byte("CAPABILITY")) {
+		return bytes.ReplaceAll(b, []byte(" IDLE"), nil)
+	}
+	return b
+}
+
+var rfc822Size = regexp.MustCompile(`RFC822\.SIZE [0-9]+`)
+
+// shortSizes says 1 for every RFC822.SIZE.
+func shortSizes(b []byte) []byte { return rfc822Size.ReplaceAll(b, []byte("RFC822.SIZE 1")) }
