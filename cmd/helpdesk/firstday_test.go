@@ -114,6 +114,14 @@ func TestMailboxCommand(t *testing.T) {
 			t.Errorf("%v: exit %d, %q %q", args, code, stdout, stderr)
 		}
 	}
+	// An error the fetcher has since got past is shown as such.
+	if _, err := openPool(t, env["DATABASE_URL"]).Exec(context.Background(), `UPDATE mailboxes SET last_error = 'sign in: NO',
+		last_error_at = now() - interval '1 minute', last_success_at = now() WHERE name = 'billing'`); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := runCmd(t, env, "mailbox", "status", "billing"); code != 0 || !strings.Contains(stdout, "sign in: NO (fetched since)") {
+		t.Errorf("status after a recovery: exit %d, %q %q", code, stdout, stderr)
+	}
 	if code, _, stderr := runCmd(t, env, "mailbox", "add", "x", "-imap", "ftp://a@b/", "-address", "x@example.org"); code != 2 || !strings.Contains(stderr, "-imap") {
 		t.Errorf("a bad URL: exit %d, %q", code, stderr)
 	}

@@ -136,7 +136,11 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(w, "checkpoint\tUIDVALIDITY %s, last UID %d (%d resets)\nimported\t%d\nlast success\t%s\n", uv, m.LastUID, m.UIDValidityResets,
 			m.Imported, when(m.LastSuccessAt))
 		if m.LastError != nil {
-			fmt.Fprintf(w, "last error\t%s: %s\n", when(m.LastErrorAt), *m.LastError)
+			since := ""
+			if m.LastErrorAt != nil && m.LastSuccessAt != nil && m.LastSuccessAt.After(*m.LastErrorAt) {
+				since = " (fetched since)"
+			}
+			fmt.Fprintf(w, "last error\t%s: %s%s\n", when(m.LastErrorAt), *m.LastError, since)
 		}
 		if m.OAuth != nil {
 			fmt.Fprintf(w, "oauth\t%s, connected %v, token until %s\n", m.OAuth.Provider, m.OAuth.Connected, when(m.OAuth.ExpiresAt))
