@@ -31,8 +31,11 @@ type Endpoint struct {
 // be percent-encoded; a password with reserved characters must be.
 func ParseURL(raw string) (*Endpoint, error) {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, errors.New("want a URL such as imaps://support%40example.com:PASSWORD@imap.example.com/INBOX")
+	if err != nil || u.Fragment != "" {
+		// A # in a password would otherwise cut the URL short, silently
+		// where what follows still reads as a URL.
+		return nil, errors.New("want a URL such as imaps://support%40example.com:PASSWORD@imap.example.com/INBOX, " +
+			"with each @ : / ? # % or space of the user, password or folder percent-encoded (# as %23)")
 	}
 	e := &Endpoint{}
 	port := ""
