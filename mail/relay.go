@@ -79,8 +79,10 @@ type Relay struct {
 // may carry a password.
 func NewRelay(config RelayConfig) (*Relay, error) {
 	u, err := url.Parse(config.URL)
-	if err != nil {
-		return nil, errors.New("a URL such as smtp://user:pass@host:587 (a password with reserved characters must be percent-encoded)")
+	if err != nil || u.Fragment != "" {
+		// A # of a user or password would otherwise cut the URL short,
+		// silently where what comes before it still reads as one.
+		return nil, errors.New("a URL such as smtp://user:pass@host:587 (a password with reserved characters must be percent-encoded, # as %23)")
 	}
 	r := &Relay{config: config, host: u.Hostname(), tlsMode: "opportunistic"}
 	switch u.Scheme {

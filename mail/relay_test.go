@@ -227,7 +227,9 @@ func TestRelaySend(t *testing.T) {
 
 func TestRelayConfig(t *testing.T) {
 	t.Parallel()
-	for _, url := range []string{"http://host", "smtp://", "smtp://host?tls=maybe", "smtp://u:p@mail.example.com:25?tls=none"} {
+	// smtp://us#er… would be a relay named "us": a # left as it is cuts the URL short.
+	for _, url := range []string{"http://host", "smtp://", "smtp://host?tls=maybe", "smtp://u:p@mail.example.com:25?tls=none",
+		"smtp://us#er:pass@mail.example.com:587"} {
 		if _, err := mail.NewRelay(mail.RelayConfig{URL: url}); err == nil {
 			t.Errorf("%s: accepted", url)
 		}
