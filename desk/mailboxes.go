@@ -37,6 +37,7 @@ type MailboxParams struct {
 	Address         string        // the support address its mail is to
 	From            *mail.Address // its replies' From; default the address with HELPDESK_FROM's name
 	Team            string        // its tickets' team; "" for triage to choose
+	Folder          string        // the folder read, as the URL names it
 	ProcessedFolder string        // default Processed
 	AfterImport     string        // default move
 	OAuth           *store.OAuth
@@ -61,6 +62,10 @@ func (d *Desk) AddMailbox(ctx context.Context, p *MailboxParams) (*store.Mailbox
 	}
 	if !slices.Contains([]string{AfterImportMove, AfterImportFlag, AfterImportKeep}, p.AfterImport) {
 		return nil, fmt.Errorf("%w: after import %q: move, flag or keep", ErrInvalidMailbox, p.AfterImport)
+	}
+	if p.AfterImport == AfterImportMove && SameFolder(p.ProcessedFolder, p.Folder) {
+		return nil, fmt.Errorf("%w: processed folder %q is the folder read: a message moved there comes back as new, again and again "+
+			"(name another folder, or after import flag or keep)", ErrInvalidMailbox, p.ProcessedFolder)
 	}
 	row := &store.SupportAddress{Address: strings.ToLower(a.Address)}
 	if p.From != nil {
@@ -194,4 +199,20 @@ func (d *Desk) MailboxTokens(ctx context.Context, name string) (*oauth.Tokens, e
 // SetMailboxTokens keeps a mailbox's OAuth tokens.
 func (d *Desk) SetMailboxTokens(ctx context.Context, name, access, refresh string, expires time.Time) error {
 	return store.New(d.pool).SetMailboxTokens(ctx, name, access, refresh, expires)
+}
+
+// ConnectMailbox has a mailbox sign in with OAuth from now on, with the
+// tokens its account's sign-in gave. Its server, folders, address, team
+// and From name stay as they are.
+func (d *Desk) ConnectMailbox(ctx context.Context, name string, o *store.OAuth, access, refresh string, expires time.Time) error {
+	if !MailboxName.MatchString(name) {
+		return noMailbox(name)
+	}
+	return store.New(d.pool).ConnectMailboxOAuth(ctx, name, o, access, refresh, expires)
+}
+
+// SameFolder reports whether two folder names are one folder: INBOX is
+// INBOX however it is written (RFC 9051 §5.1), other names as they are.
+func SameFolder(a, b string) bool {
+	return a == b || (strings.EqualFold(a, "INBOX") && strings.EqualFold(b, "INBOX"))
 }

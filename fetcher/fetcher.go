@@ -303,6 +303,11 @@ func (f *Fetchers) session(ctx context.Context, name string) error {
 		if conn.processed, err = conn.processedFolder(mb.ProcessedFolder); err != nil {
 			return err
 		}
+		if desk.SameFolder(conn.processed, ep.Folder) {
+			// A message moved into the folder read comes back with a new
+			// UID, past the checkpoint, to be moved again, without end.
+			return fmt.Errorf("the processed folder %s is the folder read: name another, or after import flag or keep", conn.processed)
+		}
 		if conn.processed != mb.ProcessedFolder {
 			f.log.InfoContext(ctx, "mailbox: the server keeps folders under a prefix: filed mail goes to the folder under it",
 				slog.String("mailbox", name), slog.String("processed", conn.processed))

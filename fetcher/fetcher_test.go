@@ -387,6 +387,33 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	// A message moved into the folder read would come back with a new
+	// UID, to be filed and moved again without end: a row that says so
+	// (written before adding refused it) stops the fetching instead.
+	t.Run("AProcessedFolderThatIsTheFolderReadIsRefused", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		if _, err := w.Pool.Exec(w.Ctx, `INSERT INTO support_addresses (address) VALUES ('support@example.org')`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Pool.Exec(w.Ctx, `INSERT INTO mailboxes (name, address, imap_url, password, processed_folder, after_import)
+			VALUES ('support', 'support@example.org', $1, 'pw', 'inbox', 'move')`,
+			"imap://"+url.PathEscape(s.Username())+"@"+s.Addr+"/INBOX?tls=none"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append("INBOX", customerMail(1, "c1@example.net")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the error", func() bool {
+			m, _ := w.desk.Mailbox(w.Ctx, "support")
+			return m != nil && m.LastError != nil && strings.Contains(*m.LastError, "is the folder read")
+		})
+		if n := w.count(t, `SELECT count(*) FROM tickets`); n != 0 {
+			t.Errorf("%d tickets, want none filed", n)
+		}
+	})
+
 	t.Run("AProcessedFolderNamedWithThePrefixIsTakenAsItIs", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)

@@ -263,6 +263,23 @@ func (s *Store) MailboxFailed(ctx context.Context, name, why string) error {
 	return nil
 }
 
+// ConnectMailboxOAuth sets the OAuth client a mailbox signs in with and
+// the tokens its sign-in gave, in one statement; nothing else of the
+// mailbox changes. ErrNotFound for no mailbox of that name.
+func (s *Store) ConnectMailboxOAuth(ctx context.Context, name string, o *OAuth, access, refresh string, expires time.Time) error {
+	tag, err := s.db.Exec(ctx, `UPDATE mailboxes SET oauth_provider = nullif($2, ''), oauth_client_id = nullif($3, ''),
+			oauth_client_secret = nullif($4, ''), oauth_token_url = nullif($5, ''), oauth_scopes = nullif($6, ''),
+			oauth_access_token = $7, oauth_refresh_token = $8, oauth_expires_at = $9
+		WHERE name = $1`, name, o.Provider, o.ClientID, o.ClientSecret, o.TokenURL, o.Scopes, access, refresh, expires)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("connect mailbox %s: %w", name, interpretError(err))
+	}
+	return nil
+}
+
 // SetMailboxTokens keeps a mailbox's OAuth tokens; an empty refresh
 // token keeps the one it has.
 func (s *Store) SetMailboxTokens(ctx context.Context, name, access, refresh string, expires time.Time) error {

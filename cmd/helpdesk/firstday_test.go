@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,6 +124,11 @@ func TestMailboxCommand(t *testing.T) {
 	if code, stdout, stderr := runCmd(t, env, "mailbox", "status", "billing"); code != 0 || !strings.Contains(stdout, "sign in: NO (fetched since)") {
 		t.Errorf("status after a recovery: exit %d, %q %q", code, stdout, stderr)
 	}
+	// Each move into the folder read would make the message new again.
+	if code, _, stderr := runCmd(t, env, "mailbox", "add", "loop", "-imap", "imaps://loop@imap.example.org/INBOX", "-address", "loop@example.org",
+		"-processed", "inbox"); code != 2 || !strings.Contains(stderr, "is the folder read") {
+		t.Errorf("a processed folder that is the folder read: exit %d, %q", code, stderr)
+	}
 	if code, _, stderr := runCmd(t, env, "mailbox", "add", "x", "-imap", "ftp://a@b/", "-address", "x@example.org"); code != 2 || !strings.Contains(stderr, "-imap") {
 		t.Errorf("a bad URL: exit %d, %q", code, stderr)
 	}
@@ -131,6 +138,47 @@ func TestMailboxCommand(t *testing.T) {
 	}
 	if code, stdout, _ := runCmd(t, env, "mailbox", "disable", "billing"); code != 0 || !strings.Contains(stdout, "disabled") {
 		t.Errorf("disable: exit %d, %q", code, stdout)
+	}
+}
+
+// Connecting a mailbox with OAuth changes how it signs in, nothing else:
+// its team and From name, kept with its address, stay.
+func TestMailboxConnectKeepsTheTeamAndFrom(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": migratedURL(t)}
+	if code, _, stderr := runCmd(t, env, "agent", "add", "dana", "-email", "dana@example.org", "-team", "billing"); code != 0 {
+		t.Fatal(stderr)
+	}
+	if code, _, stderr := runCmd(t, env, "mailbox", "add", "billing", "-imap", "imaps://billing%40example.org@outlook.office365.com/INBOX",
+		"-address", "billing@example.org", "-team", "billing", "-from", "Example Billing <billing@example.org>"); code != 0 {
+		t.Fatal(stderr)
+	}
+	// A device flow approved at once.
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/device" {
+			_, _ = w.Write([]byte(`{"device_code":"dev-1","user_code":"ABCD-EFGH","verification_uri":"https://login.example/device","expires_in":600,"interval":1}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"access_token":"access-0","refresh_token":"refresh-1","token_type":"Bearer","expires_in":3600}`))
+	}))
+	t.Cleanup(idp.Close)
+	code, stdout, stderr := runCmd(t, env, "mailbox", "connect", "billing", "-oauth", "custom", "-client-id", "helpdesk",
+		"-token-url", idp.URL+"/token", "-device-url", idp.URL+"/device", "-scopes", "mail")
+	if code != 0 || !strings.Contains(stdout, "ABCD-EFGH") || !strings.Contains(stdout, "connected with custom") {
+		t.Fatalf("connect: exit %d, %q %q", code, stdout, stderr)
+	}
+	var from string
+	var team *string
+	if err := openPool(t, env["DATABASE_URL"]).QueryRow(context.Background(),
+		`SELECT from_name, team FROM support_addresses WHERE address = 'billing@example.org'`).Scan(&from, &team); err != nil {
+		t.Fatal(err)
+	}
+	if from != "Example Billing" || team == nil || *team != "billing" {
+		t.Errorf("after connect: From name %q, team %v; want Example Billing and billing kept", from, team)
+	}
+	if code, stdout, _ := runCmd(t, env, "mailbox", "status", "billing"); code != 0 || !strings.Contains(stdout, "oauth         custom, connected true") {
+		t.Errorf("status: exit %d, %q", code, stdout)
 	}
 }
 

@@ -72,7 +72,7 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 			return usageErrorf("-imap: %v", err)
 		}
 		params = &desk.MailboxParams{Name: name, IMAPURL: ep.String(), Password: ep.Password, Address: *address, Team: *team,
-			ProcessedFolder: *processed, AfterImport: *after}
+			Folder: ep.Folder, ProcessedFolder: *processed, AfterImport: *after}
 		if *from != "" {
 			a, err := mail.ParseAddress(*from)
 			if err != nil {
@@ -168,11 +168,9 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		o := &store.OAuth{Provider: client.Provider, ClientID: client.ClientID, ClientSecret: client.ClientSecret, TokenURL: client.TokenURL,
 			Scopes: strings.Join(client.Scopes, " ")}
-		if _, err := cases.AddMailbox(ctx, &desk.MailboxParams{Name: m.Name, IMAPURL: m.IMAPURL, Address: m.Address,
-			ProcessedFolder: m.ProcessedFolder, AfterImport: m.AfterImport, OAuth: o}); err != nil {
-			return err
-		}
-		if err := cases.SetMailboxTokens(ctx, name, tok.AccessToken, tok.RefreshToken, tok.Expiry); err != nil {
+		// Only how it signs in changes: its team and From name, kept with
+		// its address, stay.
+		if err := cases.ConnectMailbox(ctx, m.Name, o, tok.AccessToken, tok.RefreshToken, tok.Expiry); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "mailbox %s connected with %s: the workers sign in with XOAUTH2 and refresh the token as it expires\n", name, client.Provider)
