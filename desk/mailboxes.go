@@ -40,7 +40,6 @@ type MailboxParams struct {
 	Folder          string        // the folder read, as the URL names it
 	ProcessedFolder string        // default Processed
 	AfterImport     string        // default move
-	OAuth           *store.OAuth
 }
 
 // AddMailbox adds a mailbox, or changes how it is reached and where its
@@ -86,7 +85,7 @@ func (d *Desk) AddMailbox(ctx context.Context, p *MailboxParams) (*store.Mailbox
 			return err
 		}
 		return tx.Store().UpsertMailbox(ctx, &store.Mailbox{Name: p.Name, Address: row.Address, IMAPURL: p.IMAPURL, Password: p.Password,
-			ProcessedFolder: p.ProcessedFolder, AfterImport: p.AfterImport, OAuth: p.OAuth})
+			ProcessedFolder: p.ProcessedFolder, AfterImport: p.AfterImport})
 	})
 	if err != nil {
 		return nil, err

@@ -273,19 +273,25 @@ func TestFetchingAMailbox(t *testing.T) {
 			defer mu.Unlock()
 			return valid
 		}})
-		w.mailbox(t, "support", s, "", "support@example.org", func(p *desk.MailboxParams) {
-			p.OAuth = &store.OAuth{Provider: "custom", ClientID: "helpdesk", TokenURL: tokens.URL}
-		})
-		// A connection made earlier: a refresh token, and an access token
-		// the server no longer takes.
-		if err := w.desk.SetMailboxTokens(w.Ctx, "support", "expired-0", "the-refresh-token", time.Now().Add(time.Hour)); err != nil {
+		// Added, then connected earlier: a refresh token, and an access
+		// token the server no longer takes.
+		w.mailbox(t, "support", s, "", "support@example.org")
+		if err := w.desk.ConnectMailbox(w.Ctx, "support", &store.OAuth{Provider: "custom", ClientID: "helpdesk", TokenURL: tokens.URL},
+			"expired-0", "the-refresh-token", time.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
+		// Added again, to move mail elsewhere: it stays connected.
+		w.mailbox(t, "support", s, "", "support@example.org", func(p *desk.MailboxParams) { p.ProcessedFolder = "Done" })
 		_, _ = s.Append("INBOX", customerMail(1, "o@example.net"))
-		eventually(t, 30*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
+		eventually(t, 30*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("Done") == 1 })
 		m, _ := w.desk.Mailbox(w.Ctx, "support")
 		if m.OAuth == nil || !strings.HasPrefix(m.OAuth.AccessToken, "fresh-") {
 			t.Errorf("the new token was not kept: %+v", m.OAuth)
+		}
+		// Added again with a password: it signs in with that instead.
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		if m, _ := w.desk.Mailbox(w.Ctx, "support"); m.OAuth != nil {
+			t.Errorf("added with a password, it is still connected with OAuth: %+v", m.OAuth)
 		}
 	})
 

@@ -116,20 +116,22 @@ func scanMailbox(row pgx.Row) (*Mailbox, error) {
 // checkpoint stays. A nil OAuth leaves the OAuth settings as they are
 // unless the mailbox signs in with a password.
 func (s *Store) UpsertMailbox(ctx context.Context, m *Mailbox) error {
-	o := m.OAuth
-	if o == nil {
-		o = &OAuth{}
-	}
-	_, err := s.db.Exec(ctx, `INSERT INTO mailboxes (name, address, imap_url, password, processed_folder, after_import,
-			oauth_provider, oauth_client_id, oauth_client_secret, oauth_token_url, oauth_scopes)
-		VALUES ($1, lower($2), $3, nullif($4, ''), $5, $6, nullif($7, ''), nullif($8, ''), nullif($9, ''), nullif($10, ''), nullif($11, ''))
+	// A mailbox connected with OAuth (ConnectMailboxOAuth) stays so when
+	// it is added again without a password; one given signs in with it
+	// instead, and the OAuth client and tokens go.
+	_, err := s.db.Exec(ctx, `INSERT INTO mailboxes (name, address, imap_url, password, processed_folder, after_import)
+		VALUES ($1, lower($2), $3, nullif($4, ''), $5, $6)
 		ON CONFLICT (name) DO UPDATE SET address = EXCLUDED.address, imap_url = EXCLUDED.imap_url, password = EXCLUDED.password,
-			processed_folder = EXCLUDED.processed_folder, after_import = EXCLUDED.after_import,
-			oauth_provider = EXCLUDED.oauth_provider, oauth_client_id = EXCLUDED.oauth_client_id,
-			oauth_client_secret = EXCLUDED.oauth_client_secret, oauth_token_url = EXCLUDED.oauth_token_url,
-			oauth_scopes = EXCLUDED.oauth_scopes, disabled_at = NULL`,
-		m.Name, m.Address, m.IMAPURL, m.Password, m.ProcessedFolder, m.AfterImport,
-		o.Provider, o.ClientID, o.ClientSecret, o.TokenURL, o.Scopes)
+			processed_folder = EXCLUDED.processed_folder, after_import = EXCLUDED.after_import, disabled_at = NULL,
+			oauth_provider = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_provider END,
+			oauth_client_id = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_client_id END,
+			oauth_client_secret = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_client_secret END,
+			oauth_token_url = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_token_url END,
+			oauth_scopes = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_scopes END,
+			oauth_refresh_token = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_refresh_token END,
+			oauth_access_token = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_access_token END,
+			oauth_expires_at = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_expires_at END`,
+		m.Name, m.Address, m.IMAPURL, m.Password, m.ProcessedFolder, m.AfterImport)
 	if err != nil {
 		return fmt.Errorf("mailbox %s: %w", m.Name, interpretError(err))
 	}
