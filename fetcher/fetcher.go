@@ -284,11 +284,14 @@ func (f *Fetchers) session(ctx context.Context, name string) error {
 	defer conn.close()
 	metrics.IMAPConnected.WithLabelValues(name).Set(1)
 
-	sel, err := conn.c.Select(ep.Folder, nil).Wait()
+	sel, err := conn.selectFolder(ep.Folder)
 	if err != nil {
-		return fmt.Errorf("select %s: %w", ep.Folder, err)
+		return err
 	}
-	conn.folder = ep.Folder
+	if conn.folder != ep.Folder {
+		f.log.InfoContext(ctx, "mailbox: the server keeps folders under a prefix: reading the folder under it",
+			slog.String("mailbox", name), slog.String("folder", conn.folder))
+	}
 	uidvalidity := int64(sel.UIDValidity)
 	reset, err := f.desk.MailboxSelected(ctx, name, uidvalidity)
 	if err != nil {
@@ -303,7 +306,7 @@ func (f *Fetchers) session(ctx context.Context, name string) error {
 		if conn.processed, err = conn.processedFolder(mb.ProcessedFolder); err != nil {
 			return err
 		}
-		if desk.SameFolder(conn.processed, ep.Folder) {
+		if desk.SameFolder(conn.processed, conn.folder) {
 			// A message moved into the folder read comes back with a new
 			// UID, past the checkpoint, to be moved again, without end.
 			return fmt.Errorf("the processed folder %s is the folder read: name another, or after import flag or keep", conn.processed)
@@ -318,12 +321,12 @@ func (f *Fetchers) session(ctx context.Context, name string) error {
 			// A folder made anew (a server's migration, a restore) has a
 			// new UIDVALIDITY, and the selected one may go on looking
 			// empty: each round asks, and starts over on a change.
-			st, err := conn.c.Status(ep.Folder, &imap.StatusOptions{UIDValidity: true}).Wait()
+			st, err := conn.c.Status(conn.folder, &imap.StatusOptions{UIDValidity: true}).Wait()
 			if err != nil {
-				return fmt.Errorf("status of %s: %w", ep.Folder, err)
+				return fmt.Errorf("status of %s: %w", conn.folder, err)
 			}
 			if int64(st.UIDValidity) != uidvalidity {
-				return fmt.Errorf("the UIDVALIDITY of %s changed from %d to %d: selecting it again", ep.Folder, uidvalidity, st.UIDValidity)
+				return fmt.Errorf("the UIDVALIDITY of %s changed from %d to %d: selecting it again", conn.folder, uidvalidity, st.UIDValidity)
 			}
 		}
 		if err := f.fetchNew(ctx, conn, mb, ep, uidvalidity); err != nil {
@@ -688,6 +691,26 @@ func (f *Fetchers) signIn(ctx context.Context, conn *conn, ep *Endpoint, mb *sto
 		}
 		tokens.Refused()
 	}
+}
+
+// selectFolder selects the folder to read, and keeps its name on this
+// server: a name given without the prefix of a server that keeps every
+// folder under one ("Support" for "INBOX.Support") is looked for under it
+// when it is not found as it is.
+func (c *conn) selectFolder(name string) (*imap.SelectData, error) {
+	sel, err := c.c.Select(name, nil).Wait()
+	if err != nil && !strings.EqualFold(name, "INBOX") {
+		if prefix := c.personalPrefix(); prefix != "" && !underPrefix(name, prefix) {
+			if under, uerr := c.c.Select(prefix+name, nil).Wait(); uerr == nil {
+				sel, err, name = under, nil, prefix+name
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("select %s: %w", name, err)
+	}
+	c.folder = name
+	return sel, nil
 }
 
 // processedFolder finds the folder filed mail is moved to, or makes it,

@@ -420,6 +420,24 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	t.Run("OnAServerWithANamespacePrefixAFolderNamedWithoutItIsReadUnderIt", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw", Prefix: "INBOX/"})
+		if err := s.User.Create("INBOX/Support", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append("INBOX/Support", customerMail(1, "c1@example.net")); err != nil {
+			t.Fatal(err)
+		}
+		w.mailbox(t, "support", s, "pw", "support@example.org", func(p *desk.MailboxParams) {
+			p.IMAPURL = strings.Replace(p.IMAPURL, "/INBOX?", "/Support?", 1)
+		})
+		eventually(t, 30*time.Second, "the ticket, and its mail moved from INBOX/Support to INBOX/Processed", func() bool {
+			return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("INBOX/Support") == 0 && s.Count("INBOX/Processed") == 1
+		})
+	})
+
 	t.Run("AProcessedFolderNamedWithThePrefixIsTakenAsItIs", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
