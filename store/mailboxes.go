@@ -113,24 +113,20 @@ func scanMailbox(row pgx.Row) (*Mailbox, error) {
 }
 
 // UpsertMailbox adds a mailbox or changes how it is reached; its
-// checkpoint stays. A nil OAuth leaves the OAuth settings as they are
-// unless the mailbox signs in with a password.
+// checkpoint stays, and so does its OAuth connection (ConnectMailboxOAuth;
+// m.OAuth is not read) unless m gives a password, which it signs in with
+// instead: its OAuth client and tokens then go.
 func (s *Store) UpsertMailbox(ctx context.Context, m *Mailbox) error {
-	// A mailbox connected with OAuth (ConnectMailboxOAuth) stays so when
-	// it is added again without a password; one given signs in with it
-	// instead, and the OAuth client and tokens go.
+	// A sub-select of no row sets every column of the list to NULL.
 	_, err := s.db.Exec(ctx, `INSERT INTO mailboxes (name, address, imap_url, password, processed_folder, after_import)
 		VALUES ($1, lower($2), $3, nullif($4, ''), $5, $6)
 		ON CONFLICT (name) DO UPDATE SET address = EXCLUDED.address, imap_url = EXCLUDED.imap_url, password = EXCLUDED.password,
 			processed_folder = EXCLUDED.processed_folder, after_import = EXCLUDED.after_import, disabled_at = NULL,
-			oauth_provider = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_provider END,
-			oauth_client_id = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_client_id END,
-			oauth_client_secret = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_client_secret END,
-			oauth_token_url = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_token_url END,
-			oauth_scopes = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_scopes END,
-			oauth_refresh_token = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_refresh_token END,
-			oauth_access_token = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_access_token END,
-			oauth_expires_at = CASE WHEN EXCLUDED.password IS NULL THEN mailboxes.oauth_expires_at END`,
+			(oauth_provider, oauth_client_id, oauth_client_secret, oauth_token_url, oauth_scopes,
+			 oauth_refresh_token, oauth_access_token, oauth_expires_at) =
+			(SELECT mailboxes.oauth_provider, mailboxes.oauth_client_id, mailboxes.oauth_client_secret, mailboxes.oauth_token_url,
+			        mailboxes.oauth_scopes, mailboxes.oauth_refresh_token, mailboxes.oauth_access_token, mailboxes.oauth_expires_at
+			 WHERE EXCLUDED.password IS NULL)`,
 		m.Name, m.Address, m.IMAPURL, m.Password, m.ProcessedFolder, m.AfterImport)
 	if err != nil {
 		return fmt.Errorf("mailbox %s: %w", m.Name, interpretError(err))
