@@ -191,13 +191,8 @@ func (d *Desk) MailboxTokens(ctx context.Context, name string) (*oauth.Tokens, e
 		client.Scopes = strings.Fields(o.Scopes)
 	}
 	return oauth.NewTokens(client, kept, func(ctx context.Context, tok *oauth2.Token) error {
-		return d.SetMailboxTokens(ctx, name, tok.AccessToken, tok.RefreshToken, tok.Expiry)
+		return store.New(d.pool).SetMailboxTokens(ctx, name, tok.AccessToken, tok.RefreshToken, tok.Expiry)
 	})
-}
-
-// SetMailboxTokens keeps a mailbox's OAuth tokens.
-func (d *Desk) SetMailboxTokens(ctx context.Context, name, access, refresh string, expires time.Time) error {
-	return store.New(d.pool).SetMailboxTokens(ctx, name, access, refresh, expires)
 }
 
 // ConnectMailbox has a mailbox sign in with OAuth from now on, with the

@@ -222,7 +222,8 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 		keep = true
 		return res
 	}
-	err = s.c.Mail(AddrSpec(env.From), opts)
+	from := AddrSpec(env.From)
+	err = s.c.Mail(from, opts)
 	if err != nil && s.reused && staleSession(err) {
 		// The server closed the kept session while it waited (an idle
 		// timeout, a restart): nothing of this message was said yet, so a
@@ -234,7 +235,7 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 			return res
 		}
 		stop = context.AfterFunc(ctx, func() { s.conn.Close() })
-		err = s.c.Mail(AddrSpec(env.From), opts)
+		err = s.c.Mail(from, opts)
 	}
 	c, conn := s.c, s.conn
 	if err != nil {
