@@ -572,6 +572,7 @@ type conn struct {
 	// folder is the folder read; processed is the name, on this server,
 	// of the one filed mail is moved to.
 	folder, processed string
+	prefix            *string // personalPrefix's answer, once asked
 }
 
 func (c *conn) close() {
@@ -744,7 +745,7 @@ func (c *conn) exists(name string) (bool, error) {
 		return false, fmt.Errorf("list %s: %w", name, err)
 	}
 	for _, d := range list {
-		if d.Mailbox == name || (strings.EqualFold(d.Mailbox, "INBOX") && strings.EqualFold(name, "INBOX")) {
+		if desk.SameFolder(d.Mailbox, name) {
 			return true, nil
 		}
 	}
@@ -752,16 +753,18 @@ func (c *conn) exists(name string) (bool, error) {
 }
 
 // personalPrefix is the prefix of the user's own folders, "" where the
-// server has none or does not say.
+// server has none or does not say; asked once a session.
 func (c *conn) personalPrefix() string {
-	if caps := c.c.Caps(); !caps.Has(imap.CapNamespace) && !caps.Has(imap.CapIMAP4rev2) {
-		return ""
+	if c.prefix == nil {
+		prefix := ""
+		if caps := c.c.Caps(); caps.Has(imap.CapNamespace) || caps.Has(imap.CapIMAP4rev2) {
+			if ns, err := c.c.Namespace().Wait(); err == nil && len(ns.Personal) > 0 {
+				prefix = ns.Personal[0].Prefix
+			}
+		}
+		c.prefix = &prefix
 	}
-	ns, err := c.c.Namespace().Wait()
-	if err != nil || len(ns.Personal) == 0 {
-		return ""
-	}
-	return ns.Personal[0].Prefix
+	return *c.prefix
 }
 
 // underPrefix reports whether name is in the namespace of prefix. INBOX

@@ -79,6 +79,14 @@ func customerMail(n int, from string) []byte {
 		n, from, n, n, from, n))
 }
 
+// put appends a message to a folder of the server, or fails the test.
+func put(t *testing.T, s *imaptest.Server, folder string, raw []byte, flags ...imap.Flag) {
+	t.Helper()
+	if _, err := s.Append(folder, raw, flags...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (w *world) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
 	var n int
@@ -112,9 +120,7 @@ func TestFetchingAMailbox(t *testing.T) {
 			if i == 2 {
 				flags = []imap.Flag{imap.FlagSeen} // another client read it first
 			}
-			if _, err := s.Append("INBOX", customerMail(i, fmt.Sprintf("c%d@example.net", i)), flags...); err != nil {
-				t.Fatal(err)
-			}
+			put(t, s, "INBOX", customerMail(i, fmt.Sprintf("c%d@example.net", i)), flags...)
 		}
 		w.mailbox(t, "support", s, "pw", "support@example.org")
 		eventually(t, 30*time.Second, "three tickets and the inbox moved", func() bool {
@@ -138,9 +144,7 @@ func TestFetchingAMailbox(t *testing.T) {
 			return m != nil && m.Connected && s.Count("Processed") == 0
 		})
 		time.Sleep(200 * time.Millisecond) // in IDLE by now
-		if _, err := s.Append("INBOX", customerMail(1, "late@example.net")); err != nil {
-			t.Fatal(err)
-		}
+		put(t, s, "INBOX", customerMail(1, "late@example.net"))
 		start := time.Now()
 		eventually(t, 10*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
 		if took := time.Since(start); took > 5*time.Second {
@@ -154,14 +158,14 @@ func TestFetchingAMailbox(t *testing.T) {
 		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
 		raws := [][]byte{customerMail(1, "a@example.net"), customerMail(2, "b@example.net")}
 		for _, raw := range raws {
-			_, _ = s.Append("INBOX", raw)
+			put(t, s, "INBOX", raw)
 		}
 		w.mailbox(t, "support", s, "pw", "support@example.org", func(p *desk.MailboxParams) { p.AfterImport = desk.AfterImportKeep })
 		eventually(t, 30*time.Second, "two tickets", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 2 })
 		if err := s.Recreate("INBOX", raws); err != nil {
 			t.Fatal(err)
 		}
-		_, _ = s.Append("INBOX", customerMail(3, "c@example.net")) // and a new one, which must come in
+		put(t, s, "INBOX", customerMail(3, "c@example.net")) // and a new one, which must come in
 		eventually(t, 30*time.Second, "the third ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 3 })
 		eventually(t, 10*time.Second, "the reset recorded", func() bool {
 			m, _ := w.desk.Mailbox(w.Ctx, "support")
@@ -181,7 +185,7 @@ func TestFetchingAMailbox(t *testing.T) {
 		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
 		s.DropAtNextMove()
 		for i := 1; i <= 2; i++ {
-			_, _ = s.Append("INBOX", customerMail(i, fmt.Sprintf("d%d@example.net", i)))
+			put(t, s, "INBOX", customerMail(i, fmt.Sprintf("d%d@example.net", i)))
 		}
 		w.mailbox(t, "support", s, "pw", "support@example.org")
 		eventually(t, 30*time.Second, "both moved", func() bool { return s.Count("INBOX") == 0 && s.Count("Processed") == 2 })
@@ -199,7 +203,7 @@ func TestFetchingAMailbox(t *testing.T) {
 			m, _ := w.desk.Mailbox(w.Ctx, "support")
 			return m != nil && m.Connected
 		})
-		_, _ = s.Append("INBOX", customerMail(1, "p@example.net"))
+		put(t, s, "INBOX", customerMail(1, "p@example.net"))
 		eventually(t, 10*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
 	})
 
@@ -225,7 +229,7 @@ func TestFetchingAMailbox(t *testing.T) {
 		w.mailbox(t, "billing", s, "pw", "billing@example.org", func(p *desk.MailboxParams) {
 			p.From, p.Team = &mail.Address{Name: "Example Billing", Address: "billing@example.org"}, "billing"
 		})
-		_, _ = s.Append("INBOX", customerMail(1, "ada@example.net"))
+		put(t, s, "INBOX", customerMail(1, "ada@example.net"))
 		eventually(t, 30*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
 		var ticketID string
 		_ = w.Pool.QueryRow(w.Ctx, `SELECT id FROM tickets`).Scan(&ticketID)
@@ -282,7 +286,7 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 		// Added again, to move mail elsewhere: it stays connected.
 		w.mailbox(t, "support", s, "", "support@example.org", func(p *desk.MailboxParams) { p.ProcessedFolder = "Done" })
-		_, _ = s.Append("INBOX", customerMail(1, "o@example.net"))
+		put(t, s, "INBOX", customerMail(1, "o@example.net"))
 		eventually(t, 30*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("Done") == 1 })
 		m, _ := w.desk.Mailbox(w.Ctx, "support")
 		if m.OAuth == nil || !strings.HasPrefix(m.OAuth.AccessToken, "fresh-") {
@@ -305,9 +309,7 @@ func TestFetchingAMailbox(t *testing.T) {
 		nobodys := []byte("From: a@example.net, b@example.net\r\nTo: support@example.org\r\nSubject: Two of us\r\n" +
 			"Message-ID: <two@example.net>\r\n\r\nWho wrote this?\r\n")
 		for _, raw := range [][]byte{nobodys, customerMail(1, "c1@example.net")} {
-			if _, err := s.Append("INBOX", raw); err != nil {
-				t.Fatal(err)
-			}
+			put(t, s, "INBOX", raw)
 		}
 		w.mailbox(t, "support", s, "pw", "support@example.org")
 		eventually(t, 30*time.Second, "the second message's ticket, the first left in the inbox", func() bool {
@@ -332,9 +334,7 @@ func TestFetchingAMailbox(t *testing.T) {
 			w := newWorld(t, func(c *fetcher.Config) { c.MaxBytes = 2000 })
 			s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw", ShortSizes: tc.shortSizes})
 			big := append(customerMail(1, "big@example.net"), []byte(strings.Repeat("x", 5000)+"\r\n")...)
-			if _, err := s.Append("INBOX", big); err != nil {
-				t.Fatal(err)
-			}
+			put(t, s, "INBOX", big)
 			w.mailbox(t, "support", s, "pw", "support@example.org")
 			eventually(t, 30*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("INBOX") == 0 })
 			note := fmt.Sprintf("had %d bytes, over the limit of 2000: only its headers were fetched. It stays in the folder Processed of the mailbox support.", len(big))
@@ -354,9 +354,7 @@ func TestFetchingAMailbox(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
 		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw", Prefix: "INBOX/"})
-		if _, err := s.Append("INBOX", customerMail(1, "c1@example.net")); err != nil {
-			t.Fatal(err)
-		}
+		put(t, s, "INBOX", customerMail(1, "c1@example.net"))
 		w.mailbox(t, "support", s, "pw", "support@example.org")
 		eventually(t, 30*time.Second, "the ticket, and its mail moved to INBOX/Processed", func() bool {
 			return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("INBOX") == 0 && s.Count("INBOX/Processed") == 1
@@ -373,18 +371,14 @@ func TestFetchingAMailbox(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
 		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
-		if _, err := s.Append("INBOX", customerMail(1, "c1@example.net")); err != nil {
-			t.Fatal(err)
-		}
+		put(t, s, "INBOX", customerMail(1, "c1@example.net"))
 		w.mailbox(t, "support", s, "pw", "support@example.org")
 		eventually(t, 30*time.Second, "the first ticket, its mail in Processed", func() bool {
 			return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("Processed") == 1
 		})
 		w.mailbox(t, "support", s, "pw", "support@example.org", func(p *desk.MailboxParams) { p.ProcessedFolder = "Done" })
 		eventually(t, 30*time.Second, "the folder Done made", func() bool { return s.Count("Done") == 0 })
-		if _, err := s.Append("INBOX", customerMail(2, "c2@example.net")); err != nil {
-			t.Fatal(err)
-		}
+		put(t, s, "INBOX", customerMail(2, "c2@example.net"))
 		eventually(t, 30*time.Second, "the second ticket, its mail in Done", func() bool {
 			return w.count(t, `SELECT count(*) FROM tickets`) == 2 && s.Count("Done") == 1
 		})
@@ -408,9 +402,7 @@ func TestFetchingAMailbox(t *testing.T) {
 			"imap://"+url.PathEscape(s.Username())+"@"+s.Addr+"/INBOX?tls=none"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Append("INBOX", customerMail(1, "c1@example.net")); err != nil {
-			t.Fatal(err)
-		}
+		put(t, s, "INBOX", customerMail(1, "c1@example.net"))
 		eventually(t, 30*time.Second, "the error", func() bool {
 			m, _ := w.desk.Mailbox(w.Ctx, "support")
 			return m != nil && m.LastError != nil && strings.Contains(*m.LastError, "is the folder read")
@@ -427,9 +419,7 @@ func TestFetchingAMailbox(t *testing.T) {
 		if err := s.User.Create("INBOX/Support", nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Append("INBOX/Support", customerMail(1, "c1@example.net")); err != nil {
-			t.Fatal(err)
-		}
+		put(t, s, "INBOX/Support", customerMail(1, "c1@example.net"))
 		w.mailbox(t, "support", s, "pw", "support@example.org", func(p *desk.MailboxParams) {
 			p.IMAPURL = strings.Replace(p.IMAPURL, "/INBOX?", "/Support?", 1)
 		})
@@ -438,13 +428,27 @@ func TestFetchingAMailbox(t *testing.T) {
 		})
 	})
 
+	// LIST takes a name as a pattern: Done% matches Done-2025, which is
+	// not the folder asked for.
+	t.Run("AProcessedFolderIsFoundByItsOwnNameNotAsAPattern", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		if err := s.User.Create("Done-2025", nil); err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, "INBOX", customerMail(1, "c1@example.net"))
+		w.mailbox(t, "support", s, "pw", "support@example.org", func(p *desk.MailboxParams) { p.ProcessedFolder = "Done%" })
+		eventually(t, 30*time.Second, "the ticket, its mail moved to a folder Done% made for it", func() bool {
+			return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("Done%") == 1
+		})
+	})
+
 	t.Run("AProcessedFolderNamedWithThePrefixIsTakenAsItIs", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
 		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw", Prefix: "INBOX/"})
-		if _, err := s.Append("INBOX", customerMail(1, "c1@example.net")); err != nil {
-			t.Fatal(err)
-		}
+		put(t, s, "INBOX", customerMail(1, "c1@example.net"))
 		w.mailbox(t, "support", s, "pw", "support@example.org", func(p *desk.MailboxParams) { p.ProcessedFolder = "INBOX/Done" })
 		eventually(t, 30*time.Second, "the ticket, and its mail moved to INBOX/Done", func() bool {
 			return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("INBOX") == 0 && s.Count("INBOX/Done") == 1
