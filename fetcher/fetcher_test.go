@@ -284,8 +284,11 @@ func TestFetchingAMailbox(t *testing.T) {
 			"expired-0", "the-refresh-token", time.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		// Added again, to move mail elsewhere: it stays connected.
+		// Added again, to move mail elsewhere: it stays connected. The
+		// mail comes once the session that moves to Done has made it, not
+		// to the session before, which would move it to Processed.
 		w.mailbox(t, "support", s, "", "support@example.org", func(p *desk.MailboxParams) { p.ProcessedFolder = "Done" })
+		eventually(t, 30*time.Second, "the folder Done made by a session signed in with OAuth", func() bool { return s.Count("Done") == 0 })
 		put(t, s, "INBOX", customerMail(1, "o@example.net"))
 		eventually(t, 30*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 && s.Count("Done") == 1 })
 		m, _ := w.desk.Mailbox(w.Ctx, "support")
