@@ -272,6 +272,37 @@ func TestOutboundEmail(t *testing.T) {
 		}
 	})
 
+	t.Run("AMailToAnAgentRefusedThenRetriedByAPersonIsSent", func(t *testing.T) {
+		t.Parallel()
+		b := setupEmail(t)
+		b.smtp.Script(smtptest.Fault{RcptErr: map[string]*smtp.SMTPError{"alice@support.example.com": smtptest.ErrNoSuchUser}})
+		if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "alice", DisplayName: "Alice", Email: "alice@support.example.com",
+			Teams: []string{"account", "billing", "general", "shipping", "technical"}}); err != nil {
+			t.Fatal(err)
+		}
+		q := b.start(t)
+		_, triageJob := b.OpenTicket(t, q, "Charged twice", "My card was charged twice.")
+		jobstest.WaitFor(t, q, triageJob, jobs.StateSucceeded, 15*time.Second)
+		var msgID, jobID int64
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT e.message_id, e.job_id FROM outbound_emails e JOIN messages m ON m.id = e.message_id
+			WHERE m.direction = 'notification'`).Scan(&msgID, &jobID); err != nil {
+			t.Fatalf("the triaged ticket's notification: %v", err)
+		}
+		jobstest.WaitFor(t, q, jobID, jobs.StateFailed, 10*time.Second)
+
+		// The agent's address is mended; a person retries the dead letter.
+		if _, err := q.Retry(b.Ctx, jobID); err != nil {
+			t.Fatal(err)
+		}
+		jobstest.WaitFor(t, q, jobID, jobs.StateSucceeded, 10*time.Second)
+		if em := b.outbound(t, msgID); em.State != store.DeliverySent {
+			t.Errorf("notification %s after the retry, want sent", em.State)
+		}
+		if d := b.smtp.Deliveries(); len(d) != 1 || !slices.Equal(d[0].To, []string{"alice@support.example.com"}) {
+			t.Errorf("deliveries %+v, want the notification to alice once", d)
+		}
+	})
+
 	t.Run("ALongTicketKeepsTheRootAndTheNewestUnder998", func(t *testing.T) {
 		t.Parallel()
 		b := setupEmail(t)

@@ -308,9 +308,11 @@ func (q *Queue) Retry(ctx context.Context, id int64) (Status, error) {
 			return fmt.Errorf("retry job %d: %w", id, err)
 		}
 		budget := q.retryBudget(row.Kind, row.MaxAttempts)
-		if row.Kind == (EmailArgs{}).Kind() {
+		if row.Kind == (EmailArgs{}).Kind() || row.Kind == (NotifyArgs{}).Kind() {
 			// A person asks to try again everyone not yet served; those
-			// already served keep their single copy.
+			// already served keep their single copy. A mail to an agent is
+			// delivered as a reply is: without this its retry found no
+			// recipient pending and succeeded having sent nothing.
 			msgID, err := store.New(tx).OutboundMessageOfJob(ctx, id)
 			if err != nil {
 				return err
