@@ -3,6 +3,7 @@ package desk
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/helpdesk-dev/helpdesk/mail"
@@ -18,6 +19,17 @@ type Bounce struct {
 	Status   string // the enhanced status and the server's words, "5.1.1 smtp; 550 5.1.1 User unknown"
 	Code     int    // the SMTP reply code when we saw it ourselves, else 0
 	Delayed  bool   // a "delayed" report: recorded, nothing more
+	// Direction is the bounced mail's: an agent's reply or the
+	// acknowledgement, which the note names.
+	Direction vocab.Direction
+}
+
+// what names the bounced mail in the ticket's notes.
+func (b *Bounce) what() string {
+	if b.Direction == vocab.DirectionAcknowledgement {
+		return "The acknowledgement"
+	}
+	return "A reply"
 }
 
 // bounceTx makes a bounce reach the agent, in the caller's transaction: a
@@ -33,11 +45,11 @@ func (d *Desk) bounceTx(ctx context.Context, tx *store.Tx, b *Bounce) error {
 	}
 	if b.Delayed {
 		_, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: t.ID, Direction: vocab.DirectionNote, Author: vocab.System,
-			Body: fmt.Sprintf("Delivery of a reply to %s is delayed: %s. The receiving side is still trying.", b.Address, b.Status)})
+			Body: fmt.Sprintf("Delivery of %s to %s is delayed: %s. The receiving side is still trying.", strings.ToLower(b.what()), b.Address, b.Status)})
 		return err
 	}
 	hard := mail.HardFailure(b.Status, b.Code)
-	note := fmt.Sprintf("A reply to %s bounced: %s.", b.Address, b.Status)
+	note := fmt.Sprintf("%s to %s bounced: %s.", b.what(), b.Address, b.Status)
 	if hard {
 		note += fmt.Sprintf(" The address is suppressed for %d days: replies to it fail at once until an agent clears it (DELETE /v1/suppressions/%s).",
 			int(d.config.SuppressFor/(24*time.Hour)), b.Address)

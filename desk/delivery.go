@@ -254,9 +254,11 @@ func (d *Desk) dropSuppressed(ctx context.Context, em *store.OutboundEmail, msg 
 
 // reportRefusalsTx tells the ticket's agents of every customer recipient
 // the server refused for good (a 5xx at RCPT or after the body), as a
-// bounce; mail to agents is their own problem to see in the log.
+// bounce; of an agent refused, it leaves a note on the ticket, as a
+// report of a bounced notification does (agentMailBouncedTx).
 func (d *Desk) reportRefusalsTx(ctx context.Context, tx *store.Tx, msg *store.Message, results []store.RecipientResult) error {
-	if !msg.Direction.ToCustomer() {
+	toAgent := msg.Direction == vocab.DirectionNotification
+	if !msg.Direction.ToCustomer() && !toAgent {
 		return nil
 	}
 	for _, r := range results {
@@ -264,7 +266,13 @@ func (d *Desk) reportRefusalsTx(ctx context.Context, tx *store.Tx, msg *store.Me
 			continue
 		}
 		status := strings.TrimSpace(r.SMTPEnhanced + " " + strconv.Itoa(r.SMTPCode) + " " + r.SMTPText)
-		if err := d.bounceTx(ctx, tx, &Bounce{TicketID: msg.TicketID, Address: r.Address, Status: status, Code: r.SMTPCode}); err != nil {
+		var err error
+		if toAgent {
+			err = d.agentMailRefusedTx(ctx, tx, msg, r.Address, status)
+		} else {
+			err = d.bounceTx(ctx, tx, &Bounce{TicketID: msg.TicketID, Address: r.Address, Status: status, Code: r.SMTPCode, Direction: msg.Direction})
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -142,8 +142,8 @@ func TestBouncesReachTheAgent(t *testing.T) {
 		if out.Kind != "bounce" || out.TicketID != ticketID {
 			t.Fatalf("outcome %+v", out)
 		}
-		if notes := systemNotes(t, b, ticketID); !strings.Contains(notes, "bram.devries@example.com") || !suppressed(t, b, "bram.devries@example.com") {
-			t.Errorf("notes %q: want the bounce noted and the address suppressed", notes)
+		if notes := systemNotes(t, b, ticketID); !strings.Contains(notes, "The acknowledgement to bram.devries@example.com bounced") || !suppressed(t, b, "bram.devries@example.com") {
+			t.Errorf("notes %q: want the acknowledgement's bounce noted and the address suppressed", notes)
 		}
 	})
 
@@ -223,5 +223,45 @@ func TestAnswersToTheRelaysOwnMessageIDFindTheTicket(t *testing.T) {
 	out := b.receive(t, []byte(answer))
 	if out.Kind != "reply" || out.TicketID != ticketID || out.Matched != "headers" {
 		t.Errorf("outcome %+v, want the answer filed under %s by its headers", out, ticketID)
+	}
+}
+
+// A notification that bounced is an agent's address gone wrong: the mail
+// must not read as sent, and someone must be able to see it, but nobody is
+// mailed about it (the assignee's address may be the one that bounced, and
+// a mail about each bounce would make another bounce).
+func TestABouncedMailToAnAgentIsNotedAndMailsNobody(t *testing.T) {
+	t.Parallel()
+	w := setupAgentWorld(t)
+	ticketID, note := w.customerWritesIn(t)
+	var notification int64
+	if err := w.Pool.QueryRow(w.Ctx, `SELECT id FROM messages WHERE ticket_id = $1 AND direction = 'notification'`, ticketID).Scan(&notification); err != nil {
+		t.Fatalf("dana's notification: %v", err)
+	}
+	statusBefore := w.status(t, ticketID)
+
+	out := w.receive(t, fixture(t, "delivery_report.eml", "{{RECIPIENT}}", agentAddress, "{{ORIGINAL_MESSAGE_ID}}", "<"+note.messageID+">"),
+		w.replies.BounceAddress(notification))
+	if out.Kind != "bounce" || out.TicketID != ticketID {
+		t.Fatalf("outcome %+v, want a bounce on %s", out, ticketID)
+	}
+	em, err := w.Store.GetOutboundEmail(w.Ctx, notification)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if em.State != store.DeliveryFailed || em.Recipients[0].State != store.RecipientFailed {
+		t.Errorf("notification %s, recipient %s; want both failed", em.State, em.Recipients[0].State)
+	}
+	if notes := systemNotes(t, w.bundle, ticketID); !strings.Contains(notes, agentAddress) || !strings.Contains(notes, "5.1.1") {
+		t.Errorf("notes %q: want the bounce of %s noted with 5.1.1", notes, agentAddress)
+	}
+	if n := w.count(t, `SELECT count(*) FROM messages WHERE ticket_id = $1 AND direction = 'notification'`, ticketID); n != 1 {
+		t.Errorf("%d mails to agents on the ticket, want only the notification that bounced", n)
+	}
+	if suppressed(t, w.bundle, agentAddress) {
+		t.Errorf("an agent's address was suppressed")
+	}
+	if after := w.status(t, ticketID); after != statusBefore {
+		t.Errorf("ticket %s after the bounce, was %s", after, statusBefore)
 	}
 }

@@ -289,6 +289,13 @@ func TestOutboundEmail(t *testing.T) {
 			t.Fatalf("the triaged ticket's notification: %v", err)
 		}
 		jobstest.WaitFor(t, q, jobID, jobs.StateFailed, 10*time.Second)
+		var ticketID string
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT ticket_id FROM messages WHERE id = $1`, msgID).Scan(&ticketID); err != nil {
+			t.Fatal(err)
+		}
+		if notes := systemNotes(t, b, ticketID); len(notes) != 1 || !strings.Contains(notes[0], "alice@support.example.com") || !strings.Contains(notes[0], "5.1.1") {
+			t.Errorf("notes %q, want one that says the mail to alice bounced", notes)
+		}
 
 		// The agent's address is mended; a person retries the dead letter.
 		if _, err := q.Retry(b.Ctx, jobID); err != nil {
