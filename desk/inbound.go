@@ -27,10 +27,12 @@ type InboundMail struct {
 	FromName   string
 	// FromProblem says why a mail has no usable From.
 	FromProblem string
-	// AuthResults are its Authentication-Results fields, topmost first;
-	// Verdict is what its sender authentication said of its From, and
-	// VerdictDetail how (senderauth).
-	AuthResults   []string
+	// AuthResults are its Authentication-Results fields, topmost first,
+	// in runs of fields adjacent in the header (an MTA that writes its
+	// results in several fields, as OpenDKIM and OpenDMARC do, writes
+	// them as one run); Verdict is what its sender authentication said of
+	// its From, and VerdictDetail how (senderauth).
+	AuthResults   [][]string
 	Verdict       vocab.Verdict
 	VerdictDetail string
 	Subject       string

@@ -69,7 +69,7 @@ func ParseReader(r io.Reader, size int64, sum []byte, maxFile int64) (*desk.Inbo
 	if m.From, m.FromName, err = parseFrom(h.Values("From")); err != nil {
 		m.From, m.FromName, m.FromProblem = "", "", err.Error()
 	}
-	m.AuthResults = h.Values("Authentication-Results")
+	m.AuthResults = authResultsRuns(e.Header.Fields())
 	for _, field := range []string{"Delivered-To", "X-Original-To", "To", "Cc"} {
 		list, _ := h.AddressList(field)
 		for _, a := range list {
@@ -552,4 +552,27 @@ func oneLine(s string) string {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ' ' }), " ")
+}
+
+// authResultsRuns gathers the Authentication-Results fields, topmost
+// first, in runs of fields adjacent to each other: what one MTA wrote in
+// several fields at once stays together, apart from fields that came with
+// the mail below some other field.
+func authResultsRuns(fields message.HeaderFields) [][]string {
+	var (
+		runs     [][]string
+		adjacent bool
+	)
+	for fields.Next() {
+		if !strings.EqualFold(fields.Key(), "Authentication-Results") {
+			adjacent = false
+			continue
+		}
+		if !adjacent {
+			runs = append(runs, nil)
+		}
+		runs[len(runs)-1] = append(runs[len(runs)-1], fields.Value())
+		adjacent = true
+	}
+	return runs
 }

@@ -191,6 +191,43 @@ func TestSenderAuthentication(t *testing.T) {
 		}
 	})
 
+	// Postfix with OpenDKIM and OpenDMARC writes three fields of its id,
+	// each milter its own, the dmarc result not always the topmost.
+	t.Run("AForgeryOurMTAFailedInAFieldBelowItsFirstIsHeld", func(t *testing.T) {
+		t.Parallel()
+		w := setupTrust(t, trusted, nil)
+		ticketID, _ := w.customerWritesIn(t)
+		to := "support+" + ticketID + "@helpdesk.example.com"
+		raw := forgedAda(to, "<f3@attacker.example>",
+			authservID+"; dkim=none (no signatures found)",
+			authservID+"; spf=fail smtp.mailfrom=attacker.example",
+			authservID+"; dmarc=fail (p=reject dis=none) header.from=example.com")
+		if err := w.attack(t, "evil@attacker.example", to, raw); err != nil {
+			t.Fatal(err)
+		}
+		held := w.heldOn(t, ticketID)
+		if len(held) != 1 || held[0].AuthVerdict == nil || *held[0].AuthVerdict != vocab.VerdictFail {
+			t.Fatalf("held %+v, want the forged mail held with a fail verdict", held)
+		}
+	})
+
+	t.Run("APassOfOurIDThatCameWithTheMailIsNotBelieved", func(t *testing.T) {
+		t.Parallel()
+		w := setupTrust(t, trusted, nil)
+		raw := "Authentication-Results: " + authservID + "; spf=none smtp.mailfrom=example.net\n" +
+			"Received: from mx.attacker.example by mx.helpdesk.example.com; Sun, 6 Dec 2026 21:00:00 +0000\n" +
+			"Authentication-Results: " + authservID + "; dmarc=pass header.from=example.net\n" +
+			"From: Bram <bram@example.net>\nTo: support@helpdesk.example.com\nSubject: Hello\nMessage-ID: <b2@example.net>\n\nHi.\n"
+		if err := w.attack(t, "bram@example.net", "support@helpdesk.example.com", raw); err != nil {
+			t.Fatal(err)
+		}
+		var verdict string
+		_ = w.Pool.QueryRow(w.Ctx, `SELECT auth_verdict FROM messages WHERE email_message_id = '<b2@example.net>'`).Scan(&verdict)
+		if verdict != string(vocab.VerdictNone) {
+			t.Errorf("verdict %q, want none: the MTA's own fields hold no dmarc result", verdict)
+		}
+	})
+
 	t.Run("AnotherHostsResultsAreIgnored", func(t *testing.T) {
 		t.Parallel()
 		w := setupTrust(t, trusted, nil)

@@ -62,7 +62,7 @@ func (c *Config) Settings() []settings.Setting {
 // Mail is what the checks read of one message.
 type Mail struct {
 	FromDomain string           // the domain of its one From address
-	Results    []string         // its Authentication-Results fields, topmost first
+	Results    [][]string       // its Authentication-Results fields, topmost first, in runs of fields adjacent in the header
 	Raw        func() io.Reader // its bytes as they came, for DKIM
 	ClientIP   net.IP           // the SMTP client, for SPF; nil: unknown
 	Helo       string           // what it said in EHLO
@@ -89,31 +89,47 @@ func (c *Config) Check(ctx context.Context, m *Mail) Verdict {
 	return Verdict{Result: vocab.VerdictNone, Detail: "not checked"}
 }
 
-// trusted reads the topmost Authentication-Results field of our MTA: the
-// one it prepended (RFC 8601 §5: an MTA removes forged fields with its own
-// authserv-id). Fields of any other id are ignored.
-func (c *Config) trusted(fields []string) (Verdict, bool) {
-	for _, f := range fields {
-		id, results, err := authres.Parse(f)
-		if !strings.EqualFold(id, c.AuthservID) {
-			continue
-		}
-		if err != nil {
-			return Verdict{Result: vocab.VerdictNone, Detail: "unreadable Authentication-Results of " + c.AuthservID}, true
-		}
-		for _, r := range results {
-			if d, ok := r.(*authres.DMARCResult); ok {
-				v := Verdict{Result: vocab.VerdictNone, Detail: "dmarc=" + string(d.Value) + " by " + c.AuthservID}
-				switch d.Value {
-				case authres.ResultPass:
-					v.Result = vocab.VerdictPass
-				case authres.ResultFail:
-					v.Result = vocab.VerdictFail
-				}
-				return v, true
+// trusted reads the topmost Authentication-Results of our MTA: the
+// fields of its id at the top of the first run that has one, which it
+// prepended (RFC 8601 §5: an MTA removes forged fields with its own
+// authserv-id). An MTA may write its results in several adjacent fields
+// (OpenDKIM's dkim, then OpenDMARC's spf and dmarc, each its own); a field
+// of its id that is not adjacent to them came with the mail and is not
+// read. Fields of any other id are ignored.
+func (c *Config) trusted(runs [][]string) (Verdict, bool) {
+	for _, run := range runs {
+		for i, f := range run {
+			if id, _, _ := authres.Parse(f); !strings.EqualFold(id, c.AuthservID) {
+				continue
 			}
+			unreadable := false
+			for _, f := range run[i:] {
+				id, results, err := authres.Parse(f)
+				if !strings.EqualFold(id, c.AuthservID) {
+					break // another host's: what lies below is not our MTA's
+				}
+				if err != nil {
+					unreadable = true
+					continue
+				}
+				for _, r := range results {
+					if d, ok := r.(*authres.DMARCResult); ok {
+						v := Verdict{Result: vocab.VerdictNone, Detail: "dmarc=" + string(d.Value) + " by " + c.AuthservID}
+						switch d.Value {
+						case authres.ResultPass:
+							v.Result = vocab.VerdictPass
+						case authres.ResultFail:
+							v.Result = vocab.VerdictFail
+						}
+						return v, true
+					}
+				}
+			}
+			if unreadable {
+				return Verdict{Result: vocab.VerdictNone, Detail: "unreadable Authentication-Results of " + c.AuthservID}, true
+			}
+			return Verdict{Result: vocab.VerdictNone, Detail: "no dmarc result by " + c.AuthservID}, true
 		}
-		return Verdict{Result: vocab.VerdictNone, Detail: "no dmarc result by " + c.AuthservID}, true
 	}
 	return Verdict{}, false
 }

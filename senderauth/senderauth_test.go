@@ -36,18 +36,36 @@ func TestCheck(t *testing.T) {
 	t.Run("OnlyTheTrustedMTAsResultsCountTopmostFirst", func(t *testing.T) {
 		t.Parallel()
 		c := &senderauth.Config{AuthservID: "mx.helpdesk.example.com"}
+		// Each inner list is a run of fields adjacent in the header.
 		for _, tc := range []struct {
-			name    string
-			results []string
-			want    vocab.Verdict
+			name string
+			runs [][]string
+			want vocab.Verdict
 		}{
-			{"Pass", []string{"mx.helpdesk.example.com; dkim=pass header.d=example.com; dmarc=pass header.from=example.com"}, vocab.VerdictPass},
-			{"Fail", []string{"mx.helpdesk.example.com; spf=fail; dmarc=fail header.from=example.com"}, vocab.VerdictFail},
-			{"AnotherIDIsIgnored", []string{"evil.example; dmarc=pass"}, vocab.VerdictNone},
-			{"OursWinsOverAForgedOneBelow", []string{"mx.helpdesk.example.com; dmarc=fail", "mx.helpdesk.example.com; dmarc=pass"}, vocab.VerdictFail},
-			{"NoDMARCResultIsNone", []string{"mx.helpdesk.example.com; spf=pass smtp.mailfrom=example.com"}, vocab.VerdictNone},
+			{"Pass", [][]string{{"mx.helpdesk.example.com; dkim=pass header.d=example.com; dmarc=pass header.from=example.com"}}, vocab.VerdictPass},
+			{"Fail", [][]string{{"mx.helpdesk.example.com; spf=fail; dmarc=fail header.from=example.com"}}, vocab.VerdictFail},
+			{"AnotherIDIsIgnored", [][]string{{"evil.example; dmarc=pass"}}, vocab.VerdictNone},
+			{"OursWinsOverAForgedOneBelow", [][]string{{"mx.helpdesk.example.com; dmarc=fail", "mx.helpdesk.example.com; dmarc=pass"}}, vocab.VerdictFail},
+			{"NoDMARCResultIsNone", [][]string{{"mx.helpdesk.example.com; spf=pass smtp.mailfrom=example.com"}}, vocab.VerdictNone},
+			// Postfix with OpenDKIM and OpenDMARC: three adjacent fields of
+			// one id, the dmarc result in whichever the milters' order put last.
+			{"ResultsSplitOverAdjacentFieldsAreOurMTAs", [][]string{{
+				"mx.helpdesk.example.com; dkim=pass header.d=example.com header.s=s1",
+				"mx.helpdesk.example.com; spf=fail smtp.mailfrom=example.com",
+				"mx.helpdesk.example.com; dmarc=fail (p=reject dis=reject) header.from=example.com",
+			}}, vocab.VerdictFail},
+			// A field of our id below some other field came with the mail.
+			{"AFieldOfOursApartFromTheMTAsIsNotRead", [][]string{
+				{"mx.helpdesk.example.com; spf=pass smtp.mailfrom=example.com"},
+				{"mx.helpdesk.example.com; dmarc=pass header.from=example.com"},
+			}, vocab.VerdictNone},
+			{"AnotherHostsFieldEndsOurMTAsRun", [][]string{{
+				"mx.helpdesk.example.com; spf=pass smtp.mailfrom=example.com",
+				"evil.example; dkim=pass",
+				"mx.helpdesk.example.com; dmarc=pass header.from=example.com",
+			}}, vocab.VerdictNone},
 		} {
-			if v := c.Check(ctx, &senderauth.Mail{FromDomain: "example.com", Results: tc.results}); v.Result != tc.want {
+			if v := c.Check(ctx, &senderauth.Mail{FromDomain: "example.com", Results: tc.runs}); v.Result != tc.want {
 				t.Errorf("%s: %+v, want %s", tc.name, v, tc.want)
 			}
 		}
