@@ -196,11 +196,19 @@ func (d *Desk) howToAnswer(t *store.Ticket) string {
 // triage made of it: the customer's newest message, the team and
 // priority, the draft.
 func notificationBody(t *store.Ticket, c *store.Customer, newest *store.Message, howToAnswer string) (text, htmlBody string) {
-	message, name, address := "(no text)", c.Name, mail.AddrSpec(c.Email)
+	customer := mail.AddrSpec(c.Email)
+	if c.Name != "" {
+		customer = c.Name + " <" + customer + ">"
+	}
+	message, who := "(no text)", customer
 	if newest != nil {
-		message, name = newest.Body, authorName(newest, c)
-		if newest.Author != vocab.Customer(c.ID) {
-			address = name
+		message = newest.Body
+		switch {
+		case newest.Author.IsAgent():
+			// A ticket an agent opened for the customer (API, console).
+			who = "Agent " + newest.Author.ID() + ", for " + customer + ","
+		case newest.Author != vocab.Customer(c.ID):
+			who = authorName(newest, c) // a participant, by the address they wrote from
 		}
 	}
 	triage := "not triaged yet"
@@ -219,9 +227,9 @@ func notificationBody(t *store.Ticket, c *store.Customer, newest *store.Message,
 		draft += "\n\n(drawn on how we answered " + strings.Join(t.DraftSources, ", ") + ")"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s <%s> wrote on %s:\n\n%s\n\nTriage: %s.\n\nSuggested reply:\n\n%s\n\n-- \n%s\n", name, address, t.ID, message, triage, draft, howToAnswer)
+	fmt.Fprintf(&b, "%s wrote on %s:\n\n%s\n\nTriage: %s.\n\nSuggested reply:\n\n%s\n\n-- \n%s\n", who, t.ID, message, triage, draft, howToAnswer)
 	h := "<!DOCTYPE html>\n<html><body>\n" +
-		htmlParagraph(fmt.Sprintf("%s <%s> wrote on %s:", name, address, t.ID)) +
+		htmlParagraph(fmt.Sprintf("%s wrote on %s:", who, t.ID)) +
 		"<blockquote>" + htmlParagraph(message) + "</blockquote>\n" +
 		htmlParagraph("Triage: "+triage+".") + htmlParagraph("Suggested reply:") + "<blockquote>" + htmlParagraph(draft) + "</blockquote>\n" +
 		"<hr>\n" + htmlParagraph(howToAnswer) + "</body></html>\n"

@@ -143,6 +143,31 @@ func TestTriage(t *testing.T) {
 		}
 	})
 
+	t.Run("ANotificationOfATicketAnAgentOpenedNamesTheAgentAndTheCustomer", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true, func(c *desk.Config) { c.AutoAssign = true })
+		w.agent(t, "alice", "billing")
+		opened, _, err := w.desk.OpenTicket(w.ctx, &desk.OpenTicketParams{CustomerID: ada.ID, Subject: "Refund",
+			Body: "Ada called: please refund order 4711.", Author: vocab.Agent("alice")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ticket := w.ticket(t, opened.ID)
+		w.triage(t, ticket.ID, "billing")
+		last := &desk.TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: desk.TaskDraftReply, Output: "draft", Draft: "draft", Last: true}
+		if _, err := w.desk.SaveTriageStep(w.ctx, last); err != nil {
+			t.Fatal(err)
+		}
+		notes := ofDirection(w.messages(t, ticket.ID), vocab.DirectionNotification)
+		want := "Agent alice, for " + ada.Name + " <" + ada.Email + ">, wrote on " + ticket.ID + ":"
+		if len(notes) != 1 {
+			t.Fatalf("%d notifications, want one", len(notes))
+		}
+		if !strings.HasPrefix(notes[0].Body, want) {
+			t.Errorf("the notification reads %q; want it to begin %q", notes[0].Body, want)
+		}
+	})
+
 	t.Run("AJobACustomerMessageReplacedWritesNoDraft", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t, false)
