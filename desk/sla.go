@@ -127,16 +127,18 @@ const maxTarget = 366 * 24 * time.Hour
 // SetSLAPolicy adds or replaces the policy of a priority and team
 // (admins). The tickets it times now are timed again from their start.
 func (d *Desk) SetSLAPolicy(ctx context.Context, actor vocab.Actor, p *store.SLAPolicy) (*store.SLAPolicy, error) {
-	switch {
-	case p.Priority < 1 || p.Priority > 4:
+	if p.Priority < 1 || p.Priority > 4 {
 		return nil, fmt.Errorf("%w: priority %d: want 1 (most urgent) to 4", ErrInvalidSLA, p.Priority)
-	case p.FirstResponse <= 0 && p.NextResponse <= 0 && p.Resolution <= 0:
-		return nil, fmt.Errorf("%w: set at least one of first response, next response and resolution", ErrInvalidSLA)
 	}
+	// Each target's own range first: a negative one is named as such, not
+	// taken for one left unset.
 	for _, t := range []time.Duration{p.FirstResponse, p.NextResponse, p.Resolution, p.WarnBefore} {
 		if t < 0 || t > maxTarget || t%time.Second != 0 {
 			return nil, fmt.Errorf("%w: %s: a target is whole seconds from 1s to %s", ErrInvalidSLA, t, maxTarget)
 		}
+	}
+	if p.FirstResponse == 0 && p.NextResponse == 0 && p.Resolution == 0 {
+		return nil, fmt.Errorf("%w: set at least one of first response, next response and resolution", ErrInvalidSLA)
 	}
 	if p.Calendar == "" {
 		p.Calendar = sla.Builtin

@@ -110,7 +110,10 @@ func runDemo(ctx context.Context, serverURL, dir string, out io.Writer, logger *
 		return nil, err
 	}
 	defer drop()
-	source, _ := demoSource(dir)
+	source, _, err := demoSource(dir)
+	if err != nil {
+		return nil, err
+	}
 	if _, _, err := loadData(ctx, pool, source, false); err != nil {
 		return nil, err
 	}

@@ -76,6 +76,10 @@ func TestLoadAndAPIKeyCommands(t *testing.T) {
 	if code, _, stderr := runCmd(t, env, "load", "-dir", t.TempDir()); code != 2 || !strings.Contains(stderr, "customers.csv") {
 		t.Errorf("load from an empty folder: exit %d %q", code, stderr)
 	}
+	missing := filepath.Join(t.TempDir(), "no-such-folder")
+	if code, _, stderr := runCmd(t, env, "load", "-dir", missing); code != 2 || !strings.Contains(stderr, "-dir "+missing+": no folder there") {
+		t.Errorf("load from a folder that is not there: exit %d %q", code, stderr)
+	}
 
 	code, out, _ := runCmd(t, env, "apikey", "create", "-actor", "customer:C-0022")
 	if code != 0 || !strings.HasPrefix(out, "hd_") {

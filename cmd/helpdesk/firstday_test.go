@@ -269,6 +269,7 @@ func TestSLACommands(t *testing.T) {
 	}{
 		{[]string{"sla", "set", "-priority", "1"}, "at least one"},
 		{[]string{"sla", "set", "-priority", "5", "-first-response", "1h"}, "-priority"},
+		{[]string{"sla", "set", "-priority", "1", "-first-response", "-5h"}, "whole seconds from 1s"},
 		{[]string{"sla", "set", "-priority", "1", "-first-response", "1h", "-calendar", "mars"}, "no such calendar"},
 		{[]string{"sla", "set", "-priority", "1", "-first-response", "1h", "-team", "nobody"}, "no such team"},
 		{[]string{"sla", "delete", "-priority", "2"}, "no policy"},

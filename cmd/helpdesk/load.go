@@ -39,7 +39,10 @@ func cmdLoad(ctx context.Context, args []string, getenv func(string) string, std
 	if err := fs.parseNoArgs(args); err != nil {
 		return err
 	}
-	source, name := demoSource(*dir)
+	source, name, err := demoSource(*dir)
+	if err != nil {
+		return err
+	}
 	pool, err := openDatabase(ctx, db)
 	if err != nil {
 		return err
@@ -54,12 +57,15 @@ func cmdLoad(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 // demoSource is the folder to read: dir, or the demo's built-in data.
-func demoSource(dir string) (fs.FS, string) {
+func demoSource(dir string) (fs.FS, string, error) {
 	if dir == "" {
 		sub, _ := fs.Sub(demoData, "demodata")
-		return sub, "the demo's data"
+		return sub, "the demo's data", nil
 	}
-	return os.DirFS(dir), dir
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return nil, "", usageErrorf("-dir %s: no folder there (want one with customers.csv and agents.csv)", dir)
+	}
+	return os.DirFS(dir), dir, nil
 }
 
 // loadData reads both files before it writes anything, then writes in one
