@@ -202,6 +202,26 @@ func TestSenderAuthentication(t *testing.T) {
 		})
 	}
 
+	// A team whose mail comes from a Microsoft 365 mailbox: Exchange
+	// Online's field, which has no authserv-id, is the one believed.
+	t.Run("AForgeryMicrosoft365FailedIsHeld", func(t *testing.T) {
+		t.Parallel()
+		w := setupTrust(t, senderauth.Config{AuthservID: senderauth.Microsoft365}, nil)
+		ticketID, _ := w.customerWritesIn(t)
+		to := "support+" + ticketID + "@helpdesk.example.com"
+		raw := forgedAda(to, "<f4@attacker.example>",
+			"spf=fail (sender IP is 192.0.2.7) smtp.mailfrom=attacker.example; dkim=none (message not signed) header.d=none;"+
+				"dmarc=fail action=oreject header.from=example.com;compauth=fail reason=000",
+			"spf=pass smtp.mailfrom=example.com; dmarc=pass action=none header.from=example.com") // the attacker's own
+		if err := w.attack(t, "evil@attacker.example", to, raw); err != nil {
+			t.Fatal(err)
+		}
+		held := w.heldOn(t, ticketID)
+		if len(held) != 1 || held[0].AuthVerdict == nil || *held[0].AuthVerdict != vocab.VerdictFail {
+			t.Fatalf("held %+v, want the forged mail held with a fail verdict", held)
+		}
+	})
+
 	t.Run("APassOfOurIDThatCameWithTheMailIsNotBelieved", func(t *testing.T) {
 		t.Parallel()
 		w := setupTrust(t, trusted, nil)

@@ -51,7 +51,8 @@ type Config struct {
 func (c *Config) Settings() []settings.Setting {
 	return []settings.Setting{
 		settings.Text(&c.AuthservID, "HELPDESK_INBOUND_AUTHSERV_ID", "inbound-authserv-id", "",
-			"the authserv-id of the MTA in front (what Postfix with OpenDMARC, Gmail or Microsoft 365 write first in Authentication-Results): "+
+			"the authserv-id of the MTA in front (what Postfix with OpenDMARC or Gmail write first in Authentication-Results, "+
+				"or microsoft365 for Exchange Online, which writes none): "+
 				"its DMARC result is each inbound message's verdict; Authentication-Results of any other id are ignored; unset: none are believed"),
 		settings.Bool(&c.Verify, "HELPDESK_INBOUND_VERIFY", "inbound-verify", "0",
 			"1: check DKIM, SPF and DMARC of each inbound message here (for mail that comes straight from the sending MTA, not through a relay of ours); "+
@@ -78,7 +79,11 @@ type Verdict struct {
 // Check reaches a verdict on m: a trusted Authentication-Results first,
 // else the checks done here when Verify is on, else none.
 func (c *Config) Check(ctx context.Context, m *Mail) Verdict {
-	if c.AuthservID != "" {
+	if strings.EqualFold(c.AuthservID, Microsoft365) {
+		if v, ok := microsoft365(m.Results); ok {
+			return v
+		}
+	} else if c.AuthservID != "" {
 		if v, ok := c.trusted(m.Results); ok {
 			return v
 		}
@@ -132,6 +137,45 @@ func (c *Config) trusted(runs [][]string) (Verdict, bool) {
 		}
 	}
 	return Verdict{}, false
+}
+
+// Microsoft365 is the AuthservID that believes Exchange Online, which
+// writes its Authentication-Results with no authserv-id at all
+// ("spf=pass (sender IP is …) smtp.mailfrom=…; dkim=…; dmarc=pass
+// action=none header.from=…; compauth=pass reason=100"), against RFC 8601
+// §2.2: for a team whose mail is fetched from a Microsoft 365 mailbox.
+const Microsoft365 = "microsoft365"
+
+// microsoft365 reads Exchange Online's results: the topmost
+// Authentication-Results field, when it names no authserv-id (Exchange
+// Online's own is written on top of whatever came with the mail). Its
+// dmarc is the verdict; "bestguesspass" is what it says of a domain with
+// no DMARC policy, which is none here as in verify.
+func microsoft365(runs [][]string) (Verdict, bool) {
+	if len(runs) == 0 || len(runs[0]) == 0 {
+		return Verdict{}, false
+	}
+	segments := strings.Split(runs[0][0], ";")
+	if first, _, _ := strings.Cut(strings.TrimSpace(segments[0]), " "); !strings.Contains(first, "=") {
+		// An authserv-id: another host's field on top, not Exchange Online's.
+		return Verdict{Result: vocab.VerdictNone, Detail: "the topmost Authentication-Results is not Microsoft 365's"}, true
+	}
+	for _, seg := range segments {
+		method, value, _ := strings.Cut(strings.TrimSpace(seg), "=")
+		if !strings.EqualFold(method, "dmarc") {
+			continue
+		}
+		value, _, _ = strings.Cut(value, " ")
+		v := Verdict{Result: vocab.VerdictNone, Detail: "dmarc=" + value + " by Microsoft 365"}
+		switch strings.ToLower(value) {
+		case "pass":
+			v.Result = vocab.VerdictPass
+		case "fail":
+			v.Result = vocab.VerdictFail
+		}
+		return v, true
+	}
+	return Verdict{Result: vocab.VerdictNone, Detail: "no dmarc result by Microsoft 365"}, true
 }
 
 func (c *Config) resolver() Resolver {

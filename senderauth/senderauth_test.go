@@ -71,6 +71,37 @@ func TestCheck(t *testing.T) {
 		}
 	})
 
+	// Exchange Online writes no authserv-id (seen in every Microsoft 365
+	// mailbox; parsers such as MimeKit had to learn it).
+	t.Run("Microsoft365sResultsAreReadWithoutAnID", func(t *testing.T) {
+		t.Parallel()
+		c := &senderauth.Config{AuthservID: senderauth.Microsoft365}
+		const (
+			pass = "spf=pass (sender IP is 209.85.128.48) smtp.mailfrom=example.com; dkim=pass (signature was verified) " +
+				"header.d=example.com;dmarc=pass action=none header.from=example.com;compauth=pass reason=100"
+			fail = "spf=fail (sender IP is 192.0.2.7) smtp.mailfrom=attacker.example; dkim=none (message not signed) " +
+				"header.d=none;dmarc=fail action=oreject header.from=example.com;compauth=fail reason=000"
+			noPolicy = "spf=pass (sender IP is 192.0.2.8) smtp.mailfrom=example.com; helpdesk.example.com; dkim=none " +
+				"(message not signed) header.d=none;helpdesk.example.com; dmarc=bestguesspass action=none header.from=example.com;"
+		)
+		for _, tc := range []struct {
+			name string
+			runs [][]string
+			want vocab.Verdict
+		}{
+			{"Pass", [][]string{{pass}}, vocab.VerdictPass},
+			{"Fail", [][]string{{fail}}, vocab.VerdictFail},
+			{"AForgedPassBelowItsFailIsNotRead", [][]string{{fail}, {pass}}, vocab.VerdictFail},
+			{"NoPolicyIsNone", [][]string{{noPolicy}}, vocab.VerdictNone},
+			{"AnotherHostsFieldOnTopIsNotMicrosofts", [][]string{{"evil.example; dmarc=pass header.from=example.com"}, {fail}}, vocab.VerdictNone},
+			{"NoFieldIsNone", nil, vocab.VerdictNone},
+		} {
+			if v := c.Check(ctx, &senderauth.Mail{FromDomain: "example.com", Results: tc.runs}); v.Result != tc.want {
+				t.Errorf("%s: %+v, want %s", tc.name, v, tc.want)
+			}
+		}
+	})
+
 	t.Run("AnAlignedDKIMSignaturePasses", func(t *testing.T) {
 		t.Parallel()
 		b, z := signed(t, "example.com")
