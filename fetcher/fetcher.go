@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ import (
 	"github.com/helpdesk-dev/helpdesk/inbound"
 	"github.com/helpdesk-dev/helpdesk/metrics"
 	"github.com/helpdesk-dev/helpdesk/oauth"
+	"github.com/helpdesk-dev/helpdesk/senderauth"
 	"github.com/helpdesk-dev/helpdesk/settings"
 	"github.com/helpdesk-dev/helpdesk/store"
 )
@@ -482,7 +484,7 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 			size, f.config.MaxBytes, kept, mb.Name)
 		body = io.MultiReader(body, strings.NewReader(note))
 	}
-	out, err := f.receiver.ReceiveFrom(ctx, &inbound.Envelope{Source: src}, body)
+	out, err := f.receiver.ReceiveFrom(ctx, &inbound.Envelope{Source: src, AuthservID: providerAuthservID(mb)}, body)
 	// The literal must be read to its end before the next command.
 	_, _ = io.Copy(io.Discard, literal)
 	if cerr := cmd.Close(); cerr != nil && err == nil {
@@ -849,4 +851,28 @@ func (c *deadlineConn) Read(b []byte) (int, error) {
 func (c *deadlineConn) Write(b []byte) (int, error) {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
 	return c.Conn.Write(b)
+}
+
+// providerAuthservID is whose Authentication-Results are believed for
+// mail fetched from the mailbox: the provider that received it from the
+// sender, where it is one whose results are known. Exchange Online writes
+// its field with no authserv-id (senderauth.Microsoft365); Gmail and
+// Google Workspace write mx.google.com. Any other server: "", the
+// service's own setting.
+func providerAuthservID(mb *store.Mailbox) string {
+	provider := ""
+	if mb.OAuth != nil {
+		provider = mb.OAuth.Provider
+	}
+	host := ""
+	if u, err := url.Parse(mb.IMAPURL); err == nil {
+		host = strings.ToLower(u.Hostname())
+	}
+	switch {
+	case provider == "microsoft" || host == "outlook.office365.com":
+		return senderauth.Microsoft365
+	case provider == "google" || host == "imap.gmail.com":
+		return "mx.google.com"
+	}
+	return ""
 }

@@ -70,6 +70,10 @@ type Envelope struct {
 	// the plus forms of it that the mail's headers name stand for the
 	// recipients it has none of.
 	Source *desk.MailSource
+	// AuthservID, when set, is whose Authentication-Results are believed
+	// for this message in place of the receiver's: the provider of the
+	// mailbox it was fetched from, which received it from the sender.
+	AuthservID string
 }
 
 // ErrLineTooLong is a message with a line longer than MaxLine.
@@ -137,7 +141,11 @@ func (rc *Receiver) ReceiveFrom(ctx context.Context, env *Envelope, r io.Reader)
 	}
 	if msg.From != "" {
 		_, domain, _ := strings.Cut(msg.From, "@")
-		v := rc.auth.Check(ctx, &senderauth.Mail{FromDomain: domain, Results: msg.AuthResults, Raw: unzip,
+		auth := rc.auth
+		if env.AuthservID != "" {
+			auth.AuthservID = env.AuthservID
+		}
+		v := auth.Check(ctx, &senderauth.Mail{FromDomain: domain, Results: msg.AuthResults, Raw: unzip,
 			ClientIP: env.ClientIP, Helo: env.Helo, MailFrom: env.MailFrom})
 		msg.Verdict, msg.VerdictDetail = v.Result, v.Detail
 	}

@@ -222,6 +222,26 @@ func TestSenderAuthentication(t *testing.T) {
 		}
 	})
 
+	// A mail fetched from a Microsoft 365 mailbox is judged by Exchange
+	// Online's results, whatever the service's own setting.
+	t.Run("AMailboxsProviderIsBelievedForTheMailFetchedFromIt", func(t *testing.T) {
+		t.Parallel()
+		w := setupTrust(t, trusted, nil)
+		ticketID, _ := w.customerWritesIn(t)
+		to := "support+" + ticketID + "@helpdesk.example.com"
+		raw := forgedAda(to, "<f5@attacker.example>",
+			"spf=fail (sender IP is 192.0.2.7) smtp.mailfrom=attacker.example; dkim=none (message not signed) header.d=none;"+
+				"dmarc=fail action=oreject header.from=example.com;compauth=fail reason=000")
+		env := &inbound.Envelope{Rcpts: []string{to}, AuthservID: senderauth.Microsoft365}
+		if _, err := w.receiver.ReceiveFrom(w.Ctx, env, strings.NewReader(strings.ReplaceAll(raw, "\n", "\r\n"))); err != nil {
+			t.Fatal(err)
+		}
+		held := w.heldOn(t, ticketID)
+		if len(held) != 1 || held[0].AuthVerdict == nil || *held[0].AuthVerdict != vocab.VerdictFail {
+			t.Fatalf("held %+v, want the forged mail held with a fail verdict", held)
+		}
+	})
+
 	t.Run("APassOfOurIDThatCameWithTheMailIsNotBelieved", func(t *testing.T) {
 		t.Parallel()
 		w := setupTrust(t, trusted, nil)
