@@ -43,6 +43,16 @@ func (w *agentWorld) attack(t *testing.T, from, to string, raw string) error {
 }
 
 // heldOn is the held messages of the ticket.
+// requireHeldAsFailed checks that the ticket holds one mail, with the
+// fail verdict of its sender authentication.
+func (w *agentWorld) requireHeldAsFailed(t *testing.T, ticketID string) {
+	t.Helper()
+	held := w.heldOn(t, ticketID)
+	if len(held) != 1 || held[0].AuthVerdict == nil || *held[0].AuthVerdict != vocab.VerdictFail {
+		t.Fatalf("held %+v, want the forged mail held with a fail verdict", held)
+	}
+}
+
 func (w *agentWorld) heldOn(t *testing.T, ticketID string) []*store.Message {
 	t.Helper()
 	msgs, err := w.Store.ListMessages(w.Ctx, ticketID)
@@ -195,10 +205,7 @@ func TestSenderAuthentication(t *testing.T) {
 			if err := w.attack(t, "evil@attacker.example", to, forgedAda(to, "<f1@attacker.example>", results...)); err != nil {
 				t.Fatal(err)
 			}
-			held := w.heldOn(t, ticketID)
-			if len(held) != 1 || held[0].AuthVerdict == nil || *held[0].AuthVerdict != vocab.VerdictFail {
-				t.Fatalf("held %+v, want the forged mail held with a fail verdict", held)
-			}
+			w.requireHeldAsFailed(t, ticketID)
 		})
 	}
 
@@ -216,10 +223,7 @@ func TestSenderAuthentication(t *testing.T) {
 		if err := w.attack(t, "evil@attacker.example", to, raw); err != nil {
 			t.Fatal(err)
 		}
-		held := w.heldOn(t, ticketID)
-		if len(held) != 1 || held[0].AuthVerdict == nil || *held[0].AuthVerdict != vocab.VerdictFail {
-			t.Fatalf("held %+v, want the forged mail held with a fail verdict", held)
-		}
+		w.requireHeldAsFailed(t, ticketID)
 	})
 
 	// A mail fetched from a Microsoft 365 mailbox is judged by Exchange
@@ -236,10 +240,7 @@ func TestSenderAuthentication(t *testing.T) {
 		if _, err := w.receiver.ReceiveFrom(w.Ctx, env, strings.NewReader(strings.ReplaceAll(raw, "\n", "\r\n"))); err != nil {
 			t.Fatal(err)
 		}
-		held := w.heldOn(t, ticketID)
-		if len(held) != 1 || held[0].AuthVerdict == nil || *held[0].AuthVerdict != vocab.VerdictFail {
-			t.Fatalf("held %+v, want the forged mail held with a fail verdict", held)
-		}
+		w.requireHeldAsFailed(t, ticketID)
 	})
 
 	t.Run("APassOfOurIDThatCameWithTheMailIsNotBelieved", func(t *testing.T) {
