@@ -164,3 +164,28 @@ func TestCheck(t *testing.T) {
 		}
 	})
 }
+
+// Authentication-Results come from strangers' mail as much as from our
+// MTA: no field, however malformed, may panic a check.
+func FuzzTrustedResults(f *testing.F) {
+	for _, seed := range []string{
+		"mx.helpdesk.example.com; dmarc=pass header.from=example.com",
+		"spf=pass (sender IP is 192.0.2.1) smtp.mailfrom=example.com;dmarc=fail action=oreject header.from=example.com",
+		";;;", "=", "dmarc=", "mx.helpdesk.example.com;", "",
+	} {
+		f.Add(seed, seed)
+	}
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, top, below string) {
+		runs := [][]string{{top, below}, {below}}
+		for _, id := range []string{"mx.helpdesk.example.com", senderauth.Microsoft365} {
+			c := &senderauth.Config{AuthservID: id}
+			v := c.Check(ctx, &senderauth.Mail{FromDomain: "example.com", Results: runs})
+			switch v.Result {
+			case vocab.VerdictPass, vocab.VerdictFail, vocab.VerdictNone:
+			default:
+				t.Fatalf("verdict %q", v.Result)
+			}
+		}
+	})
+}
