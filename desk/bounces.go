@@ -11,8 +11,8 @@ import (
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
-// Bounce is a reply that could not be delivered to one address: a delivery
-// report, or a 5xx at RCPT.
+// Bounce is a mail of ours that could not be delivered to one address: a
+// delivery report, or a 5xx at RCPT.
 type Bounce struct {
 	TicketID string
 	Address  string
@@ -20,8 +20,35 @@ type Bounce struct {
 	Code     int    // the SMTP reply code when we saw it ourselves, else 0
 	Delayed  bool   // a "delayed" report: recorded, nothing more
 	// Direction is the bounced mail's: an agent's reply or the
-	// acknowledgement, which the note names.
+	// acknowledgement to the customer, or a notification to an agent.
 	Direction vocab.Direction
+}
+
+// bounces reports whether a bounce of mail of this direction is told:
+// mail to the customer, and mail to agents.
+func bounces(d vocab.Direction) bool {
+	return d.ToCustomer() || d == vocab.DirectionNotification
+}
+
+// bouncedTx tells of a bounce, in the caller's transaction: of mail to
+// the customer as bounceTx does; of a notification with a system note on
+// its ticket, for whoever reads it and can mend the agent's address.
+// Nobody is mailed about an agent's (the assignee may be the very address
+// that bounced: each bounce would make another), nothing of ours is
+// suppressed, and a delay of it is only logged.
+func (d *Desk) bouncedTx(ctx context.Context, tx *store.Tx, b *Bounce) error {
+	if b.Direction != vocab.DirectionNotification {
+		return d.bounceTx(ctx, tx, b)
+	}
+	if b.Delayed {
+		d.log.InfoContext(ctx, "a mail to an agent is delayed", "ticket_id", b.TicketID, "address", b.Address, "status", b.Status)
+		return nil
+	}
+	d.log.WarnContext(ctx, "a mail to an agent bounced", "ticket_id", b.TicketID, "address", b.Address, "status", b.Status)
+	note := fmt.Sprintf("A mail to agent address %s about this ticket bounced: %s. Nobody at that address was told; mend the agent's address (helpdesk agent list).",
+		b.Address, b.Status)
+	_, err := tx.Store().InsertMessage(ctx, &store.InsertMessageParams{TicketID: b.TicketID, Direction: vocab.DirectionNote, Author: vocab.System, Body: note})
+	return err
 }
 
 // what names the bounced mail in the ticket's notes.

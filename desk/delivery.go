@@ -252,13 +252,10 @@ func (d *Desk) dropSuppressed(ctx context.Context, em *store.OutboundEmail, msg 
 	return nil, &n
 }
 
-// reportRefusalsTx tells the ticket's agents of every customer recipient
-// the server refused for good (a 5xx at RCPT or after the body), as a
-// bounce; of an agent refused, it leaves a note on the ticket, as a
-// report of a bounced notification does (agentMailBouncedTx).
+// reportRefusalsTx tells of every recipient the server refused for good
+// (a 5xx at RCPT or after the body), as a bounce (bouncedTx).
 func (d *Desk) reportRefusalsTx(ctx context.Context, tx *store.Tx, msg *store.Message, results []store.RecipientResult) error {
-	toAgent := msg.Direction == vocab.DirectionNotification
-	if !msg.Direction.ToCustomer() && !toAgent {
+	if !bounces(msg.Direction) {
 		return nil
 	}
 	for _, r := range results {
@@ -266,13 +263,7 @@ func (d *Desk) reportRefusalsTx(ctx context.Context, tx *store.Tx, msg *store.Me
 			continue
 		}
 		status := strings.TrimSpace(r.SMTPEnhanced + " " + strconv.Itoa(r.SMTPCode) + " " + r.SMTPText)
-		var err error
-		if toAgent {
-			err = d.agentMailRefusedTx(ctx, tx, msg, r.Address, status)
-		} else {
-			err = d.bounceTx(ctx, tx, &Bounce{TicketID: msg.TicketID, Address: r.Address, Status: status, Code: r.SMTPCode, Direction: msg.Direction})
-		}
-		if err != nil {
+		if err := d.bouncedTx(ctx, tx, &Bounce{TicketID: msg.TicketID, Address: r.Address, Status: status, Code: r.SMTPCode, Direction: msg.Direction}); err != nil {
 			return err
 		}
 	}

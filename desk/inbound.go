@@ -415,18 +415,16 @@ func (d *Desk) reportTx(ctx context.Context, tx *store.Tx, m *InboundMail, rcpts
 		return out, true, err
 	}
 	msg, err := st.GetMessage(ctx, messageID)
-	if err == nil && msg.Direction == vocab.DirectionNotification {
-		return d.agentMailBouncedTx(ctx, tx, msg, m.Report)
-	}
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !msg.Direction.ToCustomer()) {
-		d.log.InfoContext(ctx, "delivery report about no mail of ours to a customer", "message_id", messageID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !bounces(msg.Direction)) {
+		d.log.InfoContext(ctx, "delivery report about no mail of ours to a customer or an agent", "message_id", messageID)
 		return &Filed{Kind: "ignored"}, true, nil
 	}
 	if err != nil {
 		return nil, true, err
 	}
 	marked := 0
-	for addr, status := range m.Report.Failed {
+	for _, addr := range slices.Sorted(maps.Keys(m.Report.Failed)) {
+		status := m.Report.Failed[addr]
 		found, err := st.RecordBounceOf(ctx, messageID, addr, status)
 		if err != nil {
 			return nil, true, err
@@ -435,13 +433,13 @@ func (d *Desk) reportTx(ctx context.Context, tx *store.Tx, m *InboundMail, rcpts
 			continue
 		}
 		marked++
-		if err := d.bounceTx(ctx, tx, &Bounce{TicketID: msg.TicketID, Address: addr, Status: status, Direction: msg.Direction}); err != nil {
+		if err := d.bouncedTx(ctx, tx, &Bounce{TicketID: msg.TicketID, Address: addr, Status: status, Direction: msg.Direction}); err != nil {
 			return nil, true, err
 		}
 	}
 	for addr, status := range m.Report.Delayed {
 		marked++
-		if err := d.bounceTx(ctx, tx, &Bounce{TicketID: msg.TicketID, Address: addr, Status: status, Delayed: true, Direction: msg.Direction}); err != nil {
+		if err := d.bouncedTx(ctx, tx, &Bounce{TicketID: msg.TicketID, Address: addr, Status: status, Delayed: true, Direction: msg.Direction}); err != nil {
 			return nil, true, err
 		}
 	}
@@ -450,50 +448,6 @@ func (d *Desk) reportTx(ctx context.Context, tx *store.Tx, m *InboundMail, rcpts
 		return &Filed{Kind: "ignored"}, true, nil
 	}
 	return &Filed{Kind: "bounce", TicketID: msg.TicketID}, true, nil
-}
-
-// agentMailBouncedTx records a verified report that a mail to an agent
-// did not arrive: the recipient is marked failed, so that the mail no
-// longer reads as sent, and a system note on the ticket says that the
-// agent was not told, for whoever reads it and can mend the agent's
-// address. Nobody is mailed about it (the assignee may be the very
-// address that bounced: each bounce would make another) and the address
-// is not suppressed (it is ours, not a customer's). A delay is only
-// logged: the receiving side is still trying.
-func (d *Desk) agentMailBouncedTx(ctx context.Context, tx *store.Tx, msg *store.Message, report *DeliveryReport) (*Filed, bool, error) {
-	st := tx.Store()
-	marked := 0
-	for _, addr := range slices.Sorted(maps.Keys(report.Failed)) {
-		status := report.Failed[addr]
-		found, err := st.RecordBounceOf(ctx, msg.ID, addr, status)
-		if err != nil {
-			return nil, true, err
-		}
-		if !found {
-			continue
-		}
-		marked++
-		if err := d.agentMailRefusedTx(ctx, tx, msg, addr, status); err != nil {
-			return nil, true, err
-		}
-	}
-	for addr, status := range report.Delayed {
-		d.log.InfoContext(ctx, "a mail to an agent is delayed", "ticket_id", msg.TicketID, "message_id", msg.ID, "address", addr, "status", status)
-	}
-	if marked == 0 {
-		d.log.InfoContext(ctx, "delivery report about no recipient of ours", "message_id", msg.ID)
-		return &Filed{Kind: "ignored"}, true, nil
-	}
-	return &Filed{Kind: "bounce", TicketID: msg.TicketID}, true, nil
-}
-
-// agentMailRefusedTx notes on the ticket that a mail to an agent about it
-// was refused for good, by a report or at RCPT.
-func (d *Desk) agentMailRefusedTx(ctx context.Context, tx *store.Tx, msg *store.Message, addr, status string) error {
-	d.log.WarnContext(ctx, "a mail to an agent bounced", "ticket_id", msg.TicketID, "message_id", msg.ID, "address", addr, "status", status)
-	note := fmt.Sprintf("A mail to agent address %s about this ticket bounced: %s. Nobody at that address was told; mend the agent's address (helpdesk agent list).", addr, status)
-	_, err := tx.Store().InsertMessage(ctx, &store.InsertMessageParams{TicketID: msg.TicketID, Direction: vocab.DirectionNote, Author: vocab.System, Body: note})
-	return err
 }
 
 // agentAnswerTx handles mail to the signed reply address of a
