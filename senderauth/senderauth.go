@@ -103,40 +103,47 @@ func (c *Config) Check(ctx context.Context, m *Mail) Verdict {
 // read. Fields of any other id are ignored.
 func (c *Config) trusted(runs [][]string) (Verdict, bool) {
 	for _, run := range runs {
-		for i, f := range run {
-			if id, _, _ := authres.Parse(f); !strings.EqualFold(id, c.AuthservID) {
-				continue
-			}
-			unreadable := false
-			for _, f := range run[i:] {
-				id, results, err := authres.Parse(f)
-				if !strings.EqualFold(id, c.AuthservID) {
+		found, unreadable := false, false
+		for _, f := range run {
+			id, results, err := authres.Parse(f)
+			if !strings.EqualFold(id, c.AuthservID) {
+				if found {
 					break // another host's: what lies below is not our MTA's
 				}
-				if err != nil {
-					unreadable = true
-					continue
-				}
-				for _, r := range results {
-					if d, ok := r.(*authres.DMARCResult); ok {
-						v := Verdict{Result: vocab.VerdictNone, Detail: "dmarc=" + string(d.Value) + " by " + c.AuthservID}
-						switch d.Value {
-						case authres.ResultPass:
-							v.Result = vocab.VerdictPass
-						case authres.ResultFail:
-							v.Result = vocab.VerdictFail
-						}
-						return v, true
-					}
+				continue
+			}
+			found = true
+			if err != nil {
+				unreadable = true
+				continue
+			}
+			for _, r := range results {
+				if d, ok := r.(*authres.DMARCResult); ok {
+					return dmarcVerdict(string(d.Value), c.AuthservID), true
 				}
 			}
-			if unreadable {
-				return Verdict{Result: vocab.VerdictNone, Detail: "unreadable Authentication-Results of " + c.AuthservID}, true
-			}
+		}
+		switch {
+		case unreadable:
+			return Verdict{Result: vocab.VerdictNone, Detail: "unreadable Authentication-Results of " + c.AuthservID}, true
+		case found:
 			return Verdict{Result: vocab.VerdictNone, Detail: "no dmarc result by " + c.AuthservID}, true
 		}
 	}
 	return Verdict{}, false
+}
+
+// dmarcVerdict is the verdict of a trusted MTA's dmarc result: pass and
+// fail are ours, anything else (none, temperror, bestguesspass) is none.
+func dmarcVerdict(value, by string) Verdict {
+	v := Verdict{Result: vocab.VerdictNone, Detail: "dmarc=" + value + " by " + by}
+	switch strings.ToLower(value) {
+	case "pass":
+		v.Result = vocab.VerdictPass
+	case "fail":
+		v.Result = vocab.VerdictFail
+	}
+	return v
 }
 
 // Microsoft365 is the AuthservID that believes Exchange Online, which
@@ -166,14 +173,7 @@ func microsoft365(runs [][]string) (Verdict, bool) {
 			continue
 		}
 		value, _, _ = strings.Cut(value, " ")
-		v := Verdict{Result: vocab.VerdictNone, Detail: "dmarc=" + value + " by Microsoft 365"}
-		switch strings.ToLower(value) {
-		case "pass":
-			v.Result = vocab.VerdictPass
-		case "fail":
-			v.Result = vocab.VerdictFail
-		}
-		return v, true
+		return dmarcVerdict(value, "Microsoft 365"), true
 	}
 	return Verdict{Result: vocab.VerdictNone, Detail: "no dmarc result by Microsoft 365"}, true
 }
