@@ -21,7 +21,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -284,6 +283,7 @@ func (f *Fetchers) session(ctx context.Context, name string) error {
 		return err
 	}
 	defer conn.close()
+	conn.authservID = providerAuthservID(mb, ep)
 	metrics.IMAPConnected.WithLabelValues(name).Set(1)
 
 	sel, err := conn.selectFolder(ep.Folder)
@@ -484,7 +484,7 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 			size, f.config.MaxBytes, kept, mb.Name)
 		body = io.MultiReader(body, strings.NewReader(note))
 	}
-	out, err := f.receiver.ReceiveFrom(ctx, &inbound.Envelope{Source: src, AuthservID: providerAuthservID(mb)}, body)
+	out, err := f.receiver.ReceiveFrom(ctx, &inbound.Envelope{Source: src, AuthservID: conn.authservID}, body)
 	// The literal must be read to its end before the next command.
 	_, _ = io.Copy(io.Discard, literal)
 	if cerr := cmd.Close(); cerr != nil && err == nil {
@@ -575,6 +575,9 @@ type conn struct {
 	// of the one filed mail is moved to.
 	folder, processed string
 	prefix            *string // personalPrefix's answer, once asked
+	// authservID is whose Authentication-Results are believed for the
+	// mail it fetches (providerAuthservID).
+	authservID string
 }
 
 func (c *conn) close() {
@@ -859,15 +862,13 @@ func (c *deadlineConn) Write(b []byte) (int, error) {
 // its field with no authserv-id (senderauth.Microsoft365); Gmail and
 // Google Workspace write mx.google.com. Any other server: "", the
 // service's own setting.
-func providerAuthservID(mb *store.Mailbox) string {
+func providerAuthservID(mb *store.Mailbox, ep *Endpoint) string {
 	provider := ""
 	if mb.OAuth != nil {
 		provider = mb.OAuth.Provider
 	}
-	host := ""
-	if u, err := url.Parse(mb.IMAPURL); err == nil {
-		host = strings.ToLower(u.Hostname())
-	}
+	host, _, _ := net.SplitHostPort(ep.Address)
+	host = strings.ToLower(host)
 	switch {
 	case provider == "microsoft" || host == "outlook.office365.com":
 		return senderauth.Microsoft365

@@ -302,6 +302,31 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	// Exchange Online took the mail of a Microsoft 365 mailbox from its
+	// sender: its results (with no authserv-id) are the mail's verdict,
+	// though the service trusts no MTA of its own.
+	t.Run("MailOfAMicrosoft365MailboxIsJudgedByExchangeOnline", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw", Token: func() string { return "valid" }})
+		w.mailbox(t, "support", s, "", "support@example.org")
+		if err := w.desk.ConnectMailbox(w.Ctx, "support", &store.OAuth{Provider: "microsoft", ClientID: "helpdesk"},
+			"valid", "the-refresh-token", time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, "INBOX", []byte("Authentication-Results: spf=fail (sender IP is 192.0.2.7) smtp.mailfrom=attacker.example; "+
+			"dkim=none (message not signed) header.d=none;dmarc=fail action=oreject header.from=example.net;compauth=fail reason=000\r\n"+
+			string(customerMail(1, "ada@example.net"))))
+		eventually(t, 30*time.Second, "the mail filed", func() bool { return s.Count("Processed") == 1 })
+		var verdict string
+		if err := w.Pool.QueryRow(w.Ctx, `SELECT auth_verdict FROM messages WHERE email_message_id = '<q1.ada@example.net>'`).Scan(&verdict); err != nil {
+			t.Fatal(err)
+		}
+		if verdict != "fail" {
+			t.Errorf("verdict %q, want Exchange Online's fail", verdict)
+		}
+	})
+
 	// The listener refuses such a mail for good (550 5.1.7); a mailbox
 	// cannot refuse it, so it passes it by, leaves it where it is and goes
 	// on with the next, instead of trying it again forever.

@@ -26,7 +26,11 @@ func TestProviderAuthservID(t *testing.T) {
 		{"ACustomOAuthProviderIsTheServicesSetting", store.Mailbox{IMAPURL: "imaps://support@imap.example.com/INBOX",
 			OAuth: &store.OAuth{Provider: "custom"}}, ""},
 	} {
-		if got := providerAuthservID(&tc.mb); got != tc.want {
+		ep, err := ParseURL(tc.mb.IMAPURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := providerAuthservID(&tc.mb, ep); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
