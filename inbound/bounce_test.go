@@ -240,6 +240,13 @@ func TestABouncedMailToAnAgentIsNotedAndMailsNobody(t *testing.T) {
 	}
 	statusBefore := w.status(t, ticketID)
 
+	// A delay is the receiving side still trying: nothing is noted.
+	w.receive(t, fixture(t, "delay_postfix.eml", "{{RECIPIENT}}", agentAddress, "{{ORIGINAL_MESSAGE_ID}}", "<"+note.messageID+">"),
+		w.replies.BounceAddress(notification))
+	if notes := systemNotes(t, w.bundle, ticketID); notes != "" {
+		t.Errorf("a delayed mail to an agent left notes %q, want none", notes)
+	}
+
 	out := w.receive(t, fixture(t, "delivery_report.eml", "{{RECIPIENT}}", agentAddress, "{{ORIGINAL_MESSAGE_ID}}", "<"+note.messageID+">"),
 		w.replies.BounceAddress(notification))
 	if out.Kind != "bounce" || out.TicketID != ticketID {
