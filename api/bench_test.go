@@ -46,15 +46,13 @@ func BenchmarkCreateTicket(b *testing.B) {
 		warmUp(b, func(i int64) error {
 			return ib.postTo(srv.URL, ticketBody("C-0022", "Late parcel"), fmt.Sprintf("warm-%d", i))
 		})
-		cpu := storetest.MeasureCPU(b, ib.Pool)
+		cost := storetest.MeasureCost(b, ib.Pool)
 		rate := measure(b, 8, func(i int64) error {
 			return ib.postTo(srv.URL, ticketBody("C-0022", "Late parcel"), fmt.Sprintf("key-%d", i))
 		})
-		floor = storetest.Measured{Rate: rate}
-		if used, ok := cpu(); ok {
-			used.Report(b, b.N, "req")
-			floor.CPU = used.PerUnit(b.N)
-		}
+		used := cost()
+		used.Report(b, b.N, "req")
+		floor = storetest.Measure(b.N, rate, used)
 		bare := bareInserts(b, ib, b.N, 16)
 		b.ReportMetric(bare, "baseline_req/s")
 		b.ReportMetric(rate/bare, "ratio")
@@ -64,13 +62,11 @@ func BenchmarkCreateTicket(b *testing.B) {
 	b.Run("NewKeys", func(b *testing.B) {
 		ib := setupIntake(b, 0)
 		warmUp(b, func(i int64) error { return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("warm-%d", i)) })
-		cpu := storetest.MeasureCPU(b, ib.Pool)
+		cost := storetest.MeasureCost(b, ib.Pool)
 		rate := measure(b, 8, func(i int64) error { return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("key-%d", i)) })
-		shipped := storetest.Measured{Rate: rate}
-		if used, ok := cpu(); ok {
-			used.Report(b, b.N, "req")
-			shipped.CPU = used.PerUnit(b.N)
-		}
+		used := cost()
+		used.Report(b, b.N, "req")
+		shipped := storetest.Measure(b.N, rate, used)
 		storetest.ReportOfFloor(b, floor, shipped)
 		// The baseline in the same run: as many bare INSERTs from as many clients.
 		bare := bareInserts(b, ib, b.N, 16)
@@ -88,16 +84,14 @@ func BenchmarkCreateTicket(b *testing.B) {
 		bundle.DeskConfig.Ack = &desk.AckConfig{} // serve's defaults
 		ib := setupIntakeOn(b, bundle, 0)
 		warmUp(b, func(i int64) error { return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("warm-%d", i)) })
-		cpu := storetest.MeasureCPU(b, ib.Pool)
+		cost := storetest.MeasureCost(b, ib.Pool)
 		waiting := storetest.SampleLockWaits(ib.Pool)
 		rate := measure(b, 8, func(i int64) error { return ib.post(ticketBody("C-0022", "Late parcel"), fmt.Sprintf("key-%d", i)) })
 		meanWaiting, _ := waiting()
 		b.ReportMetric(meanWaiting, "lock_waiting")
-		shipped := storetest.Measured{Rate: rate}
-		if used, ok := cpu(); ok {
-			used.Report(b, b.N, "req")
-			shipped.CPU = used.PerUnit(b.N)
-		}
+		used := cost()
+		used.Report(b, b.N, "req")
+		shipped := storetest.Measure(b.N, rate, used)
 		storetest.ReportOfFloor(b, floor, shipped)
 	})
 

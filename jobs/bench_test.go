@@ -91,26 +91,23 @@ func benchJobs(b *testing.B, bundle *jobstest.Bundle, queue string, workers int,
 
 // runUntilCompleted times from start until n more jobs are completed, each
 // one unit of work ("email": the rate in emails/s), and reports the rate
-// and the CPU each unit cost (storetest.CPU).
+// and what each unit cost (storetest.Cost).
 func runUntilCompleted(b *testing.B, pool *pgxpool.Pool, kind, unit string, n int, start, stop func(context.Context) error) storetest.Measured {
 	ctx := context.Background()
 	before := jobstest.CompletedJobs(b, pool, kind)
 	b.ResetTimer()
-	cpu := storetest.MeasureCPU(b, pool)
+	cost := storetest.MeasureCost(b, pool)
 	begin := time.Now()
 	if err := start(ctx); err != nil {
 		b.Fatal(err)
 	}
 	jobstest.AwaitCompleted(b, pool, kind, before+n)
 	elapsed := time.Since(begin)
-	used, cpuRead := cpu()
+	used := cost()
 	b.StopTimer()
-	m := storetest.Measured{Rate: float64(n) / elapsed.Seconds()}
+	m := storetest.Measure(n, float64(n)/elapsed.Seconds(), used)
 	b.ReportMetric(m.Rate, unit+"s/s")
-	if cpuRead {
-		used.Report(b, n, unit)
-		m.CPU = used.PerUnit(n)
-	}
+	used.Report(b, n, unit)
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_ = stop(stopCtx)

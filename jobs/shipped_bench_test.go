@@ -73,7 +73,7 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 	done := jobstest.CompletedJobs(b, pool, kind)
 	before := storetest.SettledCommits(b, pool)
 	b.ResetTimer()
-	cpu := storetest.MeasureCPU(b, pool)
+	cost := storetest.MeasureCost(b, pool)
 	begin := time.Now()
 	if err := start(context.Background()); err != nil {
 		b.Fatal(err)
@@ -81,7 +81,7 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 	waiting := storetest.SampleLockWaits(pool)
 	polls := jobstest.AwaitCompleted(b, pool, kind, done+n)
 	elapsed := time.Since(begin)
-	used, cpuRead := cpu()
+	used := cost()
 	b.StopTimer()
 	meanWaiting, samples := waiting()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -97,12 +97,8 @@ func againstCeiling(b *testing.B, pool *pgxpool.Pool, kind string, n int, start,
 	b.ReportMetric(perTicket, "tx/ticket")
 	b.ReportMetric(ceiling, "ceiling_tickets/s")
 	b.ReportMetric(rate/ceiling, "ratio")
-	m := storetest.Measured{Rate: rate}
-	if cpuRead {
-		used.Report(b, n, "ticket")
-		m.CPU = used.PerUnit(n)
-	}
-	return m
+	used.Report(b, n, "ticket")
+	return storetest.Measure(n, rate, used)
 }
 
 // floors holds what each floor benchmark reached in this run, by the

@@ -156,15 +156,15 @@ func BenchmarkTriageRead(b *testing.B) {
 			ctx := context.Background()
 			pool, st, ticket := triageWorld(b)
 			p := store.TriageReadParams{TicketID: ticket.ID, JobID: 7, Provider: "p", Inbound: 16, Outbound: 4}
-			stop := storetest.MeasureCPU(b, pool)
+			stop := storetest.MeasureCost(b, pool)
 			for b.Loop() {
 				var r store.TriageRead
 				if err := st.Send(ctx, queueTriageRead(&p, &r, apart)); err != nil {
 					b.Fatal(err)
 				}
 			}
-			cpu, ok := stop()
-			if !ok {
+			cpu := stop()
+			if !cpu.PostgreSQLRead {
 				return
 			}
 			cpu.Report(b, b.N, "read")

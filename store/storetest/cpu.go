@@ -13,36 +13,69 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// CPU is the processor time a stretch of a benchmark cost: this process's
-// (the code under test, and whatever peer the benchmark runs in it) and
-// that of the PostgreSQL backends serving the test's pool.
-type CPU struct {
+// Cost is what a stretch of a benchmark cost: the processor time of this
+// process (the code under test, and whatever peer the benchmark runs in
+// it) and of the PostgreSQL backends serving the test's pool, and the
+// write-ahead log the cluster wrote meanwhile.
+type Cost struct {
 	Go, PostgreSQL time.Duration
+	// PostgreSQLRead is false when PostgreSQL's processes could not be
+	// read (another host): no CPU is reported then, rather than a part of
+	// it.
+	PostgreSQLRead bool
+	// WAL is the bytes of write-ahead log written in the stretch: the
+	// work's rows, its indexes' entries and its commits' records, the
+	// measure of "what a unit writes" that CPU alone does not name. It is
+	// the whole cluster's: a benchmark runs alone.
+	WAL int64
 }
 
-// MeasureCPU starts counting the CPU of this process and of the backends
+// MeasureCost starts counting the CPU of this process and of the backends
 // of pool (NewPool's: its connections carry the test's schema as their
-// application_name), and returns the function that stops and reads it.
-// ok is false when PostgreSQL's processes cannot be read (another host):
-// the benchmark then reports no CPU rather than a part of it. Backends
-// that exit before the stop are not counted; NewPool's pools keep theirs
-// open.
-func MeasureCPU(tb testing.TB, pool *pgxpool.Pool) (stop func() (cpu CPU, ok bool)) {
+// application_name) and the WAL written, and returns the function that
+// stops and reads them. Backends that exit before the stop are not
+// counted; NewPool's pools keep theirs open.
+func MeasureCost(tb testing.TB, pool *pgxpool.Pool) (stop func() Cost) {
 	tb.Helper()
+	walBefore := walPosition(tb, pool)
 	goBefore := processCPU()
 	pgBefore, okBefore := backendsCPU(tb, pool)
-	return func() (CPU, bool) {
-		goCPU := processCPU() - goBefore
+	return func() Cost {
+		c := Cost{Go: processCPU() - goBefore}
 		pgAfter, okAfter := backendsCPU(tb, pool)
+		c.WAL = walWritten(tb, pool, walBefore)
 		if !okBefore || !okAfter {
-			return CPU{Go: goCPU}, false
+			return c
 		}
-		var pg time.Duration
 		for pid, after := range pgAfter {
-			pg += after - pgBefore[pid] // a backend opened since counts whole
+			c.PostgreSQL += after - pgBefore[pid] // a backend opened since counts whole
 		}
-		return CPU{Go: goCPU, PostgreSQL: pg}, true
+		c.PostgreSQLRead = true
+		return c
 	}
+}
+
+// walPosition is where the cluster's next WAL record goes: the insert
+// position, which moves with every record at once, where the statistics
+// views (pg_stat_wal) count what each backend reports when idle.
+func walPosition(tb testing.TB, pool *pgxpool.Pool) string {
+	tb.Helper()
+	var lsn string
+	if err := pool.QueryRow(context.Background(), `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
+		tb.Fatalf("read the WAL's position: %v", err)
+	}
+	return lsn
+}
+
+// walWritten is the bytes of WAL since the position before.
+func walWritten(tb testing.TB, pool *pgxpool.Pool, before string) int64 {
+	tb.Helper()
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint`,
+		before).Scan(&n); err != nil {
+		tb.Fatalf("read the WAL written: %v", err)
+	}
+	return n
 }
 
 // processCPU is this process's user and system time so far.
@@ -113,11 +146,16 @@ func pidCPU(pid int) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
-// Report adds to b's results the CPU of each of n units of work (a ticket,
-// an email, a request: unit names it) in microseconds: this process's
-// (go_cpu_us/UNIT), PostgreSQL's (pg_cpu_us/UNIT) and both (cpu_us/UNIT).
-func (c CPU) Report(b *testing.B, n int, unit string) {
+// Report adds to b's results the cost of each of n units of work (a
+// ticket, an email, a request: unit names it): the CPU in microseconds,
+// this process's (go_cpu_us/UNIT), PostgreSQL's (pg_cpu_us/UNIT) and both
+// (cpu_us/UNIT), and the bytes of WAL (wal_bytes/UNIT).
+func (c Cost) Report(b *testing.B, n int, unit string) {
 	if n <= 0 {
+		return
+	}
+	b.ReportMetric(c.WALPerUnit(n), "wal_bytes/"+unit)
+	if !c.PostgreSQLRead {
 		return
 	}
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
@@ -128,18 +166,37 @@ func (c CPU) Report(b *testing.B, n int, unit string) {
 
 // PerUnit is the CPU of each of n units of work, both sides', in
 // microseconds (Report's cpu_us).
-func (c CPU) PerUnit(n int) float64 {
+func (c Cost) PerUnit(n int) float64 {
 	if n <= 0 {
 		return 0
 	}
 	return float64((c.Go + c.PostgreSQL).Microseconds()) / float64(n)
 }
 
+// WALPerUnit is the bytes of WAL each of n units of work wrote (Report's
+// wal_bytes).
+func (c Cost) WALPerUnit(n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return float64(c.WAL) / float64(n)
+}
+
+// Measure is what a benchmark's timed stretch of n units of work reached,
+// from its rate and the cost measured over it.
+func Measure(n int, rate float64, cost Cost) Measured {
+	m := Measured{Rate: rate, WAL: cost.WALPerUnit(n)}
+	if cost.PostgreSQLRead {
+		m.CPU = cost.PerUnit(n)
+	}
+	return m
+}
+
 // Measured is what a benchmark's timed stretch reached: units of work a
-// second, and the CPU each cost both sides (µs, PerUnit; 0 when
-// PostgreSQL's processes could not be read).
+// second, the CPU each cost both sides (µs, PerUnit; 0 when PostgreSQL's
+// processes could not be read) and the WAL each wrote (bytes).
 type Measured struct {
-	Rate, CPU float64
+	Rate, CPU, WAL float64
 }
 
 // ReportOfFloor reports what ships against its floor, measured before it
@@ -148,12 +205,17 @@ type Measured struct {
 // floor's CPU a unit ÷ its own. Where both keep the two cores busy the two
 // are the same ratio, but CPU time is not taken by what else the machine
 // runs, so the second moves less from run to run; where the floor leaves
-// the cores idle part of the time, the second is the lower.
+// the cores idle part of the time, the second is the lower. of_floor_wal,
+// the floor's WAL a unit ÷ its own, says how much more than the least a
+// unit writes.
 func ReportOfFloor(b *testing.B, floor, shipped Measured) {
 	if floor.Rate > 0 {
 		b.ReportMetric(shipped.Rate/floor.Rate, "of_floor")
 	}
 	if floor.CPU > 0 && shipped.CPU > 0 {
 		b.ReportMetric(floor.CPU/shipped.CPU, "of_floor_cpu")
+	}
+	if floor.WAL > 0 && shipped.WAL > 0 {
+		b.ReportMetric(floor.WAL/shipped.WAL, "of_floor_wal")
 	}
 }

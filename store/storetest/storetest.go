@@ -60,7 +60,7 @@ func openPool(ctx context.Context, tb testing.TB, dbURL string) *pgxpool.Pool {
 	config.ConnConfig.Tracer = tripTracer{}
 	// The test's schema (or database, a template's copy) names the pool's
 	// backends in pg_stat_activity: which test a session is, and whose CPU
-	// MeasureCPU counts.
+	// MeasureCost counts.
 	name := config.ConnConfig.RuntimeParams["search_path"]
 	if name == "" {
 		name = config.ConnConfig.Database
