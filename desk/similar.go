@@ -23,10 +23,11 @@ import (
 // its place behind this interface.
 type Similarity interface {
 	Similar(ctx context.Context, vec []float32, k int, minScore float32, keep func(ticketID string, m vectors.Meta) bool) ([]vectors.Hit, error)
-	// SimilarOfCustomer is Similar among one customer's tickets, each
-	// scored: the duplicate search, whose cost then follows what the
-	// customer has, not what the desk has.
-	SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, keep func(ticketID string, m vectors.Meta) bool) ([]vectors.Hit, error)
+	// SimilarOfCustomer is Similar among one customer's tickets that keep
+	// accepts, the newest (by when they were opened) up to newest of
+	// them, each scored: the duplicate search, whose cost then follows
+	// what the customer has, up to newest, not what the desk has.
+	SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, newest int, keep func(ticketID string, m vectors.Meta) bool) ([]vectors.Hit, error)
 }
 
 // ErrNotEmbedded is a ticket triage has not embedded yet.
@@ -238,8 +239,10 @@ func (s *memorySimilarity) Similar(ctx context.Context, vec []float32, k int, mi
 	return s.search(ctx, vec, func(ix *vectors.Index) []vectors.Hit { return ix.Search(vec, k, minScore, keep) })
 }
 
-func (s *memorySimilarity) SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, keep func(string, vectors.Meta) bool) ([]vectors.Hit, error) {
-	return s.search(ctx, vec, func(ix *vectors.Index) []vectors.Hit { return ix.SearchCustomer(vec, customerID, k, minScore, keep) })
+func (s *memorySimilarity) SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, newest int, keep func(string, vectors.Meta) bool) ([]vectors.Hit, error) {
+	return s.search(ctx, vec, func(ix *vectors.Index) []vectors.Hit {
+		return ix.SearchCustomer(vec, customerID, k, minScore, newest, keep)
+	})
 }
 
 // search runs find over the index brought up to date (current); nothing
@@ -382,12 +385,21 @@ type duplicate struct {
 	of, was string // the ticket found ("" for none), and the one named before
 }
 
+// duplicateCandidates is how many of a customer's open tickets, the
+// newest, a ticket's duplicate search compares it with. A duplicate
+// follows its first ticket closely (a customer writes again when no
+// answer came), and a customer with more open tickets within the window
+// than this is a machine or a flood: without a bound, each of its tickets
+// would read every earlier one's vector (1.5 KiB each), so that a stranger
+// sending n mails from one address costs the triage n² of them.
+const duplicateCandidates = 200
+
 // possibleDuplicate finds the open or pending ticket the same customer
 // opened before this one, within DuplicateWindow, about the same thing (at
 // least DuplicateMinScore alike), for the embedding of r: among that
-// customer's vectors only, each scored, so that a ticket costs the search
-// what its customer has sent, and the search misses nothing an exact scan
-// would find.
+// customer's duplicateCandidates newest such tickets, each scored, so that
+// a ticket costs the search what its customer has sent, up to that
+// bound, and the search misses nothing an exact scan of those would find.
 func (d *Desk) possibleDuplicate(ctx context.Context, r *TriageResult) (duplicate, error) {
 	vec := r.Embedding
 	if d.config.DuplicateWindow <= 0 || vec == nil {
@@ -404,7 +416,7 @@ func (d *Desk) possibleDuplicate(ctx context.Context, r *TriageResult) (duplicat
 	}
 	since := t.CreatedAt.Add(-d.config.DuplicateWindow)
 	// Fresh: a customer's second mail often comes seconds after the first.
-	hits, err := d.similarity.SimilarOfCustomer(ctx, t.CustomerID, vec, 1, float32(d.config.DuplicateMinScore), func(id string, m vectors.Meta) bool {
+	hits, err := d.similarity.SimilarOfCustomer(ctx, t.CustomerID, vec, 1, float32(d.config.DuplicateMinScore), duplicateCandidates, func(id string, m vectors.Meta) bool {
 		return id != t.ID && !m.Merged &&
 			(m.Status == string(vocab.StatusOpen) || m.Status == string(vocab.StatusPending)) &&
 			!m.Opened.After(t.CreatedAt) && !m.Opened.Before(since)

@@ -139,22 +139,30 @@ func TestIndex(t *testing.T) {
 }
 
 // TestSearchCustomer checks the per-customer search against an exact scan
-// of that customer's vectors, after the changes that move vectors in the
-// index: new ones, replaced ones, a customer changed, removals (the last
-// vector takes the removed one's place) and a Retain.
+// of that customer's vectors, whole and bounded to the newest, after the
+// changes that move vectors in the index: new ones (not in the order they
+// were opened), replaced ones, a customer or the time opened changed,
+// removals (the last vector takes the removed one's place) and a Retain.
 func TestSearchCustomer(t *testing.T) {
 	t.Parallel()
 	const n, dims = 2 * vectors.MinCandidates, 32
 	rng := rand.New(rand.NewPCG(3, 4))
 	vecs := clustered(rng, n, dims)
-	customer := map[string]string{}
-	ix := vectors.New(dims)
-	put := func(id string) {
-		ix.Put(id, vecs[id], vectors.Meta{CustomerID: customer[id], Status: "open"})
+	customer, opened := map[string]string{}, map[string]time.Time{}
+	epoch := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	seconds := rng.Perm(10 * n) // each vector opened at a second of its own
+	openedAt := func() time.Time {
+		at := epoch.Add(time.Duration(seconds[0]) * time.Second)
+		seconds = seconds[1:]
+		return at
 	}
+	meta := func(id string) vectors.Meta {
+		return vectors.Meta{CustomerID: customer[id], Status: "open", Opened: opened[id]}
+	}
+	ix := vectors.New(dims)
 	for id := range vecs {
-		customer[id] = fmt.Sprintf("C-%04d", rng.IntN(40))
-		put(id)
+		customer[id], opened[id] = fmt.Sprintf("C-%04d", rng.IntN(40)), openedAt()
+		ix.Put(id, vecs[id], meta(id))
 	}
 	for range 500 { // replaced: a new vector, and for some a new customer
 		id := fmt.Sprintf("T-%06d", rng.IntN(n))
@@ -162,12 +170,17 @@ func TestSearchCustomer(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			customer[id] = fmt.Sprintf("C-%04d", rng.IntN(40))
 		}
-		put(id)
+		ix.Put(id, vecs[id], meta(id))
 	}
 	for range 300 { // a customer changed without the vector
 		id := fmt.Sprintf("T-%06d", rng.IntN(n))
 		customer[id] = fmt.Sprintf("C-%04d", rng.IntN(40))
-		ix.SetMeta(id, vectors.Meta{CustomerID: customer[id], Status: "open"})
+		ix.SetMeta(id, meta(id))
+	}
+	for range 300 { // the time opened changed (a ticket's history rewritten)
+		id := fmt.Sprintf("T-%06d", rng.IntN(n))
+		opened[id] = openedAt()
+		ix.SetMeta(id, meta(id))
 	}
 	for range 700 {
 		id := fmt.Sprintf("T-%06d", rng.IntN(n))
@@ -184,40 +197,61 @@ func TestSearchCustomer(t *testing.T) {
 
 	for c := range 41 { // C-0040 has no vector
 		want := fmt.Sprintf("C-%04d", c)
-		has := 0
+		var theirs []string // the customer's, newest first
 		for id := range vecs {
 			if customer[id] == want {
-				has++
+				theirs = append(theirs, id)
 			}
 		}
-		for range 3 {
+		slices.SortFunc(theirs, func(a, b string) int { return opened[b].Compare(opened[a]) })
+		for _, newest := range []int{0, 1, 7, len(theirs) / 2} {
+			in := theirs
+			if newest > 0 {
+				in = theirs[:min(newest, len(theirs))]
+			}
 			q := clustered(rng, 1, dims)["T-000000"]
-			// It reads the customer's vectors only: the filter is asked
-			// about each of them once, and about no other.
-			asked := 0
-			ix.SearchCustomer(q, want, 5, -1, func(id string, m vectors.Meta) bool {
+			// It reads the customer's vectors only, up to the bound, newest
+			// first: the filter is asked about each of those once, and
+			// about no other.
+			var asked []string
+			ix.SearchCustomer(q, want, 5, -1, newest, func(id string, m vectors.Meta) bool {
 				if m.CustomerID != want {
 					t.Fatalf("%s's search asked about %s of %s", want, id, m.CustomerID)
 				}
-				asked++
+				asked = append(asked, id)
 				return true
 			})
-			if asked != has {
-				t.Fatalf("%s's search asked about %d vectors; the customer has %d", want, asked, has)
+			if !slices.Equal(asked, in) {
+				t.Fatalf("%s's search of the newest %d asked about %v; want %v", want, newest, asked, in)
 			}
 			var got []string
-			for _, h := range ix.SearchCustomer(q, want, 5, -1, nil) {
+			for _, h := range ix.SearchCustomer(q, want, 5, -1, newest, nil) {
 				if h.Meta.CustomerID != want {
 					t.Fatalf("%s's search found %s of %s", want, h.ID, h.Meta.CustomerID)
 				}
 				got = append(got, h.ID)
 			}
-			if exp := exact(vecs, q, 5, func(id string) bool { return customer[id] == want }); !slices.Equal(got, exp) {
-				t.Fatalf("%s: got %v, want %v", want, got, exp)
+			if exp := exact(vecs, q, 5, func(id string) bool { return slices.Contains(in, id) }); !slices.Equal(got, exp) {
+				t.Fatalf("%s, the newest %d: got %v, want %v", want, newest, got, exp)
 			}
 		}
 	}
 
+	t.Run("TheBoundCountsWhatTheFilterKeeps", func(t *testing.T) {
+		t.Parallel()
+		small := vectors.New(2)
+		for i, status := range []string{"open", "solved", "open", "solved", "open"} {
+			small.Put(fmt.Sprint(i), []float32{1, float32(i) / 10}, vectors.Meta{CustomerID: "C-1", Status: status,
+				Opened: epoch.Add(time.Duration(i) * time.Hour)})
+		}
+		var got []string
+		for _, h := range small.SearchCustomer([]float32{1, 0}, "C-1", 5, 0, 2, func(_ string, m vectors.Meta) bool { return m.Status == "open" }) {
+			got = append(got, h.ID)
+		}
+		if !slices.Equal(got, []string{"2", "4"}) {
+			t.Errorf("the two newest open: %v, want [2 4] (nearest first)", got)
+		}
+	})
 	t.Run("TheFilterAndTheThresholdStillApply", func(t *testing.T) {
 		t.Parallel()
 		small := vectors.New(2)
@@ -225,7 +259,7 @@ func TestSearchCustomer(t *testing.T) {
 		small.Put("b", []float32{1, 0.1}, vectors.Meta{CustomerID: "C-1", Status: "solved"})
 		small.Put("c", []float32{0, 1}, vectors.Meta{CustomerID: "C-1", Status: "open"})
 		small.Put("d", []float32{1, 0}, vectors.Meta{CustomerID: "C-2", Status: "open"})
-		hits := small.SearchCustomer([]float32{1, 0}, "C-1", 3, 0.5, func(_ string, m vectors.Meta) bool { return m.Status == "open" })
+		hits := small.SearchCustomer([]float32{1, 0}, "C-1", 3, 0.5, 0, func(_ string, m vectors.Meta) bool { return m.Status == "open" })
 		if len(hits) != 1 || hits[0].ID != "a" {
 			t.Errorf("hits %+v, want only a", hits)
 		}
@@ -338,6 +372,39 @@ func TestSearchAboveMinCandidates(t *testing.T) {
 func BenchmarkSimilar(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		benchmarkSimilar(b, n, 20)
+	}
+}
+
+// BenchmarkSearchCustomer is a duplicate search of a customer who has
+// 10,000 open tickets (a machine, or a flood from one address): every one
+// of them scored, and the newest 200 (the desk's bound), reported as the
+// bounded search's time ÷ the whole one's (of_all).
+func BenchmarkSearchCustomer(b *testing.B) {
+	const n = 10_000
+	rng := rand.New(rand.NewPCG(5, 6))
+	vecs := clustered(rng, n, 384)
+	ix := vectors.New(384)
+	epoch := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	i := 0
+	for id, v := range vecs {
+		ix.Put(id, v, vectors.Meta{CustomerID: "C-1", Status: "open", Opened: epoch.Add(time.Duration(i) * time.Second)})
+		i++
+	}
+	q := clustered(rng, 1, 384)["T-000000"]
+	open := func(_ string, m vectors.Meta) bool { return m.Status == "open" }
+	var all float64
+	for _, newest := range []int{0, 200} {
+		b.Run(fmt.Sprintf("newest=%d", newest), func(b *testing.B) {
+			for b.Loop() {
+				ix.SearchCustomer(q, "C-1", 1, 0.5, newest, open)
+			}
+			per := float64(b.Elapsed()) / float64(b.N)
+			if newest == 0 {
+				all = per
+			} else if all > 0 {
+				b.ReportMetric(per/all, "of_all")
+			}
+		})
 	}
 }
 
