@@ -27,7 +27,6 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -62,13 +61,18 @@ type Index struct {
 	pos  map[string]int
 	// byCustomer lists, by Meta.CustomerID, the positions of that
 	// customer's vectors in the order of their Meta.Opened, for
-	// SearchCustomer to score them alone, newest first.
+	// SearchCustomer to score them alone, newest first. A vector opened
+	// before the last of its list is appended all the same, and the list
+	// marked unsorted, to be sorted when a search needs its order: a load
+	// in any order then costs one sort, where an insertion in place would
+	// move half the list each time.
 	byCustomer map[string][]int
+	unsorted   map[string]bool
 }
 
 // New returns an empty index of vectors of dims floats.
 func New(dims int) *Index {
-	return &Index{dims: dims, pos: map[string]int{}, byCustomer: map[string][]int{}}
+	return &Index{dims: dims, pos: map[string]int{}, byCustomer: map[string][]int{}, unsorted: map[string]bool{}}
 }
 
 // Retain takes out every vector whose id keep refuses, and returns how
@@ -178,14 +182,25 @@ func (ix *Index) setMetaLocked(i int, meta Meta) {
 	ix.listLocked(meta.CustomerID, i)
 }
 
-// listLocked puts position i, whose meta is set, into customer's list at
-// its place by Meta.Opened: last, most often, as tickets are embedded
-// about in the order they were opened.
+// listLocked appends position i, whose meta is set, to customer's list,
+// marking the list unsorted when i was opened before the list's last:
+// rarely, as tickets are embedded about in the order they were opened.
 func (ix *Index) listLocked(customer string, i int) {
-	list := ix.byCustomer[customer]
-	opened := ix.meta[i].Opened
-	at := sort.Search(len(list), func(j int) bool { return ix.meta[list[j]].Opened.After(opened) })
-	ix.byCustomer[customer] = slices.Insert(list, at, i)
+	list := append(ix.byCustomer[customer], i)
+	if n := len(list); n > 1 && ix.meta[list[n-2]].Opened.After(ix.meta[i].Opened) {
+		ix.unsorted[customer] = true
+	}
+	ix.byCustomer[customer] = list
+}
+
+// sortedLocked sorts customer's list by Meta.Opened if it is marked
+// unsorted; the caller holds the lock for writing.
+func (ix *Index) sortedLocked(customer string) {
+	if !ix.unsorted[customer] {
+		return
+	}
+	slices.SortStableFunc(ix.byCustomer[customer], func(a, b int) int { return ix.meta[a].Opened.Compare(ix.meta[b].Opened) })
+	delete(ix.unsorted, customer)
 }
 
 // unlistLocked takes position i out of customer's list, keeping the order
@@ -197,6 +212,7 @@ func (ix *Index) unlistLocked(customer string, i int) {
 	}
 	if len(list) == 0 {
 		delete(ix.byCustomer, customer)
+		delete(ix.unsorted, customer)
 		return
 	}
 	ix.byCustomer[customer] = list
@@ -327,6 +343,15 @@ func (ix *Index) SearchCustomer(q []float32, customerID string, k int, minScore 
 		return nil
 	}
 	ix.mu.RLock()
+	// The list is read newest first: sorted under the lock for writing if
+	// it must be, and looked at again, should a writer have come between.
+	for ix.unsorted[customerID] {
+		ix.mu.RUnlock()
+		ix.mu.Lock()
+		ix.sortedLocked(customerID)
+		ix.mu.Unlock()
+		ix.mu.RLock()
+	}
 	defer ix.mu.RUnlock()
 	top := topK{k: k}
 	list := ix.byCustomer[customerID]

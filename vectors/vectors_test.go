@@ -160,10 +160,58 @@ func TestSearchCustomer(t *testing.T) {
 		return vectors.Meta{CustomerID: customer[id], Status: "open", Opened: opened[id]}
 	}
 	ix := vectors.New(dims)
-	for id := range vecs {
+	// check searches every customer's vectors, whole and bounded: each
+	// phase below changes the index, and each check sorts the lists the
+	// next phase then changes.
+	check := func(phase string) {
+		t.Helper()
+		for c := range 41 { // C-0040 has no vector
+			want := fmt.Sprintf("C-%04d", c)
+			var theirs []string // the customer's, newest first
+			for id := range vecs {
+				if customer[id] == want {
+					theirs = append(theirs, id)
+				}
+			}
+			slices.SortFunc(theirs, func(a, b string) int { return opened[b].Compare(opened[a]) })
+			for _, newest := range []int{0, 1, 7, len(theirs) / 2} {
+				in := theirs
+				if newest > 0 {
+					in = theirs[:min(newest, len(theirs))]
+				}
+				q := clustered(rng, 1, dims)["T-000000"]
+				// It reads the customer's vectors only, up to the bound,
+				// newest first: the filter is asked about each of those
+				// once, and about no other.
+				var asked []string
+				ix.SearchCustomer(q, want, 5, -1, newest, func(id string, m vectors.Meta) bool {
+					if m.CustomerID != want {
+						t.Fatalf("%s: %s's search asked about %s of %s", phase, want, id, m.CustomerID)
+					}
+					asked = append(asked, id)
+					return true
+				})
+				if !slices.Equal(asked, in) {
+					t.Fatalf("%s: %s's search of the newest %d asked about %v; want %v", phase, want, newest, asked, in)
+				}
+				var got []string
+				for _, h := range ix.SearchCustomer(q, want, 5, -1, newest, nil) {
+					if h.Meta.CustomerID != want {
+						t.Fatalf("%s: %s's search found %s of %s", phase, want, h.ID, h.Meta.CustomerID)
+					}
+					got = append(got, h.ID)
+				}
+				if exp := exact(vecs, q, 5, func(id string) bool { return slices.Contains(in, id) }); !slices.Equal(got, exp) {
+					t.Fatalf("%s: %s, the newest %d: got %v, want %v", phase, want, newest, got, exp)
+				}
+			}
+		}
+	}
+	for id := range vecs { // in no order
 		customer[id], opened[id] = fmt.Sprintf("C-%04d", rng.IntN(40)), openedAt()
 		ix.Put(id, vecs[id], meta(id))
 	}
+	check("put")
 	for range 500 { // replaced: a new vector, and for some a new customer
 		id := fmt.Sprintf("T-%06d", rng.IntN(n))
 		vecs[id] = clustered(rng, 1, dims)["T-000000"]
@@ -172,21 +220,25 @@ func TestSearchCustomer(t *testing.T) {
 		}
 		ix.Put(id, vecs[id], meta(id))
 	}
+	check("replaced")
 	for range 300 { // a customer changed without the vector
 		id := fmt.Sprintf("T-%06d", rng.IntN(n))
 		customer[id] = fmt.Sprintf("C-%04d", rng.IntN(40))
 		ix.SetMeta(id, meta(id))
 	}
+	check("customer changed")
 	for range 300 { // the time opened changed (a ticket's history rewritten)
 		id := fmt.Sprintf("T-%06d", rng.IntN(n))
 		opened[id] = openedAt()
 		ix.SetMeta(id, meta(id))
 	}
+	check("time opened changed")
 	for range 700 {
 		id := fmt.Sprintf("T-%06d", rng.IntN(n))
 		ix.Remove(id)
 		delete(vecs, id)
 	}
+	check("removed")
 	ix.Retain(func(id string) bool {
 		if id[len(id)-1] == '3' {
 			delete(vecs, id)
@@ -194,48 +246,7 @@ func TestSearchCustomer(t *testing.T) {
 		}
 		return true
 	})
-
-	for c := range 41 { // C-0040 has no vector
-		want := fmt.Sprintf("C-%04d", c)
-		var theirs []string // the customer's, newest first
-		for id := range vecs {
-			if customer[id] == want {
-				theirs = append(theirs, id)
-			}
-		}
-		slices.SortFunc(theirs, func(a, b string) int { return opened[b].Compare(opened[a]) })
-		for _, newest := range []int{0, 1, 7, len(theirs) / 2} {
-			in := theirs
-			if newest > 0 {
-				in = theirs[:min(newest, len(theirs))]
-			}
-			q := clustered(rng, 1, dims)["T-000000"]
-			// It reads the customer's vectors only, up to the bound, newest
-			// first: the filter is asked about each of those once, and
-			// about no other.
-			var asked []string
-			ix.SearchCustomer(q, want, 5, -1, newest, func(id string, m vectors.Meta) bool {
-				if m.CustomerID != want {
-					t.Fatalf("%s's search asked about %s of %s", want, id, m.CustomerID)
-				}
-				asked = append(asked, id)
-				return true
-			})
-			if !slices.Equal(asked, in) {
-				t.Fatalf("%s's search of the newest %d asked about %v; want %v", want, newest, asked, in)
-			}
-			var got []string
-			for _, h := range ix.SearchCustomer(q, want, 5, -1, newest, nil) {
-				if h.Meta.CustomerID != want {
-					t.Fatalf("%s's search found %s of %s", want, h.ID, h.Meta.CustomerID)
-				}
-				got = append(got, h.ID)
-			}
-			if exp := exact(vecs, q, 5, func(id string) bool { return slices.Contains(in, id) }); !slices.Equal(got, exp) {
-				t.Fatalf("%s, the newest %d: got %v, want %v", want, newest, got, exp)
-			}
-		}
-	}
+	check("retained")
 
 	t.Run("TheBoundCountsWhatTheFilterKeeps", func(t *testing.T) {
 		t.Parallel()
