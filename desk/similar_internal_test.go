@@ -2,6 +2,7 @@ package desk
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -199,4 +200,48 @@ func TestASweepTakesOutTicketsNoLongerEmbedded(t *testing.T) {
 			t.Error("the sweep did not record itself")
 		}
 	})
+}
+
+// TestADuplicateIsLookedForAmongTheCustomersNewestTickets: a customer
+// with more open tickets than duplicateCandidates (a machine, or a flood
+// from one address) has each new ticket compared with its newest ones
+// only, so that a ticket's search costs the same whatever the flood.
+func TestADuplicateIsLookedForAmongTheCustomersNewestTickets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, exec := customerOnly(t)
+	d := New(pool, nil, Config{MailDomain: "helpdesk.example.com"})
+	// T-0000, the oldest, is the new ticket's twin; every later one is
+	// about something else. The new one is opened last.
+	opened := time.Now().Add(-time.Hour)
+	open := func(id, vec string) {
+		exec(`INSERT INTO tickets (id, customer_id, subject, created_at) VALUES ($1, 'C-0001', 'S', $2)`, id, opened)
+		exec(`INSERT INTO ticket_embeddings (ticket_id, embedding) VALUES ($1, $2)`, id, vec)
+		opened = opened.Add(time.Second)
+	}
+	open("T-0000", "{1,0,0}")
+	duplicateOfNew := func(t *testing.T, id string) string {
+		t.Helper()
+		open(id, "{1,0,0}")
+		dup, err := d.possibleDuplicate(ctx, &TriageResult{TicketID: id, Embedding: []float32{1, 0, 0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dup.of
+	}
+	for i := 1; i < duplicateCandidates; i++ {
+		open(fmt.Sprintf("T-%04d", i), "{0,1,0}")
+	}
+	// Here T-0000 is among the newest duplicateCandidates before the new one.
+	if got := duplicateOfNew(t, "T-NEW1"); got != "T-0000" {
+		t.Fatalf("with %d open tickets, the duplicate found is %q; want T-0000", duplicateCandidates, got)
+	}
+	exec(`UPDATE tickets SET status = 'solved' WHERE id = 'T-NEW1'`)
+	exec(`UPDATE ticket_embeddings SET changed_xid = pg_current_xact_id() WHERE ticket_id = 'T-NEW1'`)
+	open("T-LAST", "{0,1,0}")
+	// One more, and it is not.
+	if got := duplicateOfNew(t, "T-NEW2"); got != "" {
+		t.Errorf("with %d open tickets, the duplicate found is %q; want none: T-0000 is older than the newest %d",
+			duplicateCandidates+1, got, duplicateCandidates)
+	}
 }
