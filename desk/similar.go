@@ -23,11 +23,13 @@ import (
 // its place behind this interface.
 type Similarity interface {
 	Similar(ctx context.Context, vec []float32, k int, minScore float32, keep func(ticketID string, m vectors.Meta) bool) ([]vectors.Hit, error)
-	// SimilarOfCustomer is Similar among one customer's tickets that keep
-	// accepts, the newest (by when they were opened) up to newest of
-	// them, each scored: the duplicate search, whose cost then follows
-	// what the customer has, up to newest, not what the desk has.
-	SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, newest int, keep func(ticketID string, m vectors.Meta) bool) ([]vectors.Hit, error)
+	// SimilarOfCustomer is Similar among one customer's tickets opened
+	// since then that keep accepts, the newest (by when they were opened)
+	// up to newest of them, each scored: the duplicate search, whose cost
+	// then follows what the customer opened lately, up to newest, not
+	// what the desk has.
+	SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, newest int, since time.Time,
+		keep func(ticketID string, m vectors.Meta) bool) ([]vectors.Hit, error)
 }
 
 // ErrNotEmbedded is a ticket triage has not embedded yet.
@@ -239,9 +241,10 @@ func (s *memorySimilarity) Similar(ctx context.Context, vec []float32, k int, mi
 	return s.search(ctx, vec, func(ix *vectors.Index) []vectors.Hit { return ix.Search(vec, k, minScore, keep) })
 }
 
-func (s *memorySimilarity) SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, newest int, keep func(string, vectors.Meta) bool) ([]vectors.Hit, error) {
+func (s *memorySimilarity) SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, newest int, since time.Time,
+	keep func(string, vectors.Meta) bool) ([]vectors.Hit, error) {
 	return s.search(ctx, vec, func(ix *vectors.Index) []vectors.Hit {
-		return ix.SearchCustomer(vec, customerID, k, minScore, newest, keep)
+		return ix.SearchCustomer(vec, customerID, k, minScore, newest, since, keep)
 	})
 }
 
@@ -416,11 +419,12 @@ func (d *Desk) possibleDuplicate(ctx context.Context, r *TriageResult) (duplicat
 	}
 	since := t.CreatedAt.Add(-d.config.DuplicateWindow)
 	// Fresh: a customer's second mail often comes seconds after the first.
-	hits, err := d.similarity.SimilarOfCustomer(ctx, t.CustomerID, vec, 1, float32(d.config.DuplicateMinScore), duplicateCandidates, func(id string, m vectors.Meta) bool {
-		return id != t.ID && !m.Merged &&
-			(m.Status == string(vocab.StatusOpen) || m.Status == string(vocab.StatusPending)) &&
-			!m.Opened.After(t.CreatedAt) && !m.Opened.Before(since)
-	})
+	hits, err := d.similarity.SimilarOfCustomer(ctx, t.CustomerID, vec, 1, float32(d.config.DuplicateMinScore), duplicateCandidates, since,
+		func(id string, m vectors.Meta) bool {
+			return id != t.ID && !m.Merged &&
+				(m.Status == string(vocab.StatusOpen) || m.Status == string(vocab.StatusPending)) &&
+				!m.Opened.After(t.CreatedAt)
+		})
 	if err != nil || len(hits) == 0 {
 		return duplicate{was: deref(t.PossibleDuplicateOf)}, err
 	}

@@ -333,11 +333,13 @@ func (ix *Index) Search(q []float32, k int, minScore float32, keep func(id strin
 }
 
 // SearchCustomer is Search among the vectors of one customer
-// (Meta.CustomerID) only, scored exactly: the newest (by Meta.Opened)
-// that keep accepts, up to newest of them (all of them for 0 or less). It
-// reads no more vectors than that, whatever the size of the index or the
-// customer's count, and finds the same as an exact scan of those.
-func (ix *Index) SearchCustomer(q []float32, customerID string, k int, minScore float32, newest int, keep func(id string, m Meta) bool) []Hit {
+// (Meta.CustomerID) opened at since or later (any, for the zero time),
+// scored exactly: the newest (by Meta.Opened) that keep accepts, up to
+// newest of them (all of them for 0 or less). It asks keep about no
+// vector opened before since and scores no more than newest, whatever the
+// size of the index or the customer's history, and finds the same as an
+// exact scan of those.
+func (ix *Index) SearchCustomer(q []float32, customerID string, k int, minScore float32, newest int, since time.Time, keep func(id string, m Meta) bool) []Hit {
 	unit := Normalize(q, ix.dims)
 	if unit == nil || k <= 0 {
 		return nil
@@ -358,6 +360,9 @@ func (ix *Index) SearchCustomer(q []float32, customerID string, k int, minScore 
 	scored := 0
 	for j := len(list) - 1; j >= 0 && (newest <= 0 || scored < newest); j-- {
 		i := list[j]
+		if ix.meta[i].Opened.Before(since) {
+			break // and so are all before it
+		}
 		if keep != nil && !keep(ix.ids[i], ix.meta[i]) {
 			continue
 		}

@@ -174,17 +174,29 @@ func TestSearchCustomer(t *testing.T) {
 				}
 			}
 			slices.SortFunc(theirs, func(a, b string) int { return opened[b].Compare(opened[a]) })
-			for _, newest := range []int{0, 1, 7, len(theirs) / 2} {
+			// Since the time the third newest was opened: the three newest.
+			var since time.Time
+			if len(theirs) >= 3 {
+				since = opened[theirs[2]]
+			}
+			for _, tc := range []struct {
+				newest int
+				since  time.Time
+			}{{0, time.Time{}}, {1, time.Time{}}, {7, time.Time{}}, {len(theirs) / 2, time.Time{}}, {0, since}, {2, since}} {
+				newest := tc.newest
 				in := theirs
+				if !tc.since.IsZero() {
+					in = theirs[:3]
+				}
 				if newest > 0 {
-					in = theirs[:min(newest, len(theirs))]
+					in = in[:min(newest, len(in))]
 				}
 				q := clustered(rng, 1, dims)["T-000000"]
 				// It reads the customer's vectors only, up to the bound,
-				// newest first: the filter is asked about each of those
-				// once, and about no other.
+				// newest first, none opened before since: the filter is
+				// asked about each of those once, and about no other.
 				var asked []string
-				ix.SearchCustomer(q, want, 5, -1, newest, func(id string, m vectors.Meta) bool {
+				ix.SearchCustomer(q, want, 5, -1, newest, tc.since, func(id string, m vectors.Meta) bool {
 					if m.CustomerID != want {
 						t.Fatalf("%s: %s's search asked about %s of %s", phase, want, id, m.CustomerID)
 					}
@@ -192,17 +204,17 @@ func TestSearchCustomer(t *testing.T) {
 					return true
 				})
 				if !slices.Equal(asked, in) {
-					t.Fatalf("%s: %s's search of the newest %d asked about %v; want %v", phase, want, newest, asked, in)
+					t.Fatalf("%s: %s's search of the newest %d since %v asked about %v; want %v", phase, want, newest, tc.since, asked, in)
 				}
 				var got []string
-				for _, h := range ix.SearchCustomer(q, want, 5, -1, newest, nil) {
+				for _, h := range ix.SearchCustomer(q, want, 5, -1, newest, tc.since, nil) {
 					if h.Meta.CustomerID != want {
 						t.Fatalf("%s: %s's search found %s of %s", phase, want, h.ID, h.Meta.CustomerID)
 					}
 					got = append(got, h.ID)
 				}
 				if exp := exact(vecs, q, 5, func(id string) bool { return slices.Contains(in, id) }); !slices.Equal(got, exp) {
-					t.Fatalf("%s: %s, the newest %d: got %v, want %v", phase, want, newest, got, exp)
+					t.Fatalf("%s: %s, the newest %d since %v: got %v, want %v", phase, want, newest, tc.since, got, exp)
 				}
 			}
 		}
@@ -256,7 +268,7 @@ func TestSearchCustomer(t *testing.T) {
 				Opened: epoch.Add(time.Duration(i) * time.Hour)})
 		}
 		var got []string
-		for _, h := range small.SearchCustomer([]float32{1, 0}, "C-1", 5, 0, 2, func(_ string, m vectors.Meta) bool { return m.Status == "open" }) {
+		for _, h := range small.SearchCustomer([]float32{1, 0}, "C-1", 5, 0, 2, time.Time{}, func(_ string, m vectors.Meta) bool { return m.Status == "open" }) {
 			got = append(got, h.ID)
 		}
 		if !slices.Equal(got, []string{"2", "4"}) {
@@ -270,7 +282,7 @@ func TestSearchCustomer(t *testing.T) {
 		small.Put("b", []float32{1, 0.1}, vectors.Meta{CustomerID: "C-1", Status: "solved"})
 		small.Put("c", []float32{0, 1}, vectors.Meta{CustomerID: "C-1", Status: "open"})
 		small.Put("d", []float32{1, 0}, vectors.Meta{CustomerID: "C-2", Status: "open"})
-		hits := small.SearchCustomer([]float32{1, 0}, "C-1", 3, 0.5, 0, func(_ string, m vectors.Meta) bool { return m.Status == "open" })
+		hits := small.SearchCustomer([]float32{1, 0}, "C-1", 3, 0.5, 0, time.Time{}, func(_ string, m vectors.Meta) bool { return m.Status == "open" })
 		if len(hits) != 1 || hits[0].ID != "a" {
 			t.Errorf("hits %+v, want only a", hits)
 		}
@@ -407,7 +419,7 @@ func BenchmarkSearchCustomer(b *testing.B) {
 	for _, newest := range []int{0, 200} {
 		b.Run(fmt.Sprintf("newest=%d", newest), func(b *testing.B) {
 			for b.Loop() {
-				ix.SearchCustomer(q, "C-1", 1, 0.5, newest, open)
+				ix.SearchCustomer(q, "C-1", 1, 0.5, newest, time.Time{}, open)
 			}
 			per := float64(b.Elapsed()) / float64(b.N)
 			if newest == 0 {
