@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -259,6 +260,37 @@ func TestSearchCustomer(t *testing.T) {
 		return true
 	})
 	check("retained")
+
+	// A search that finds its customer's list out of order sorts it under
+	// the lock for writing, while puts keep coming (run with -race).
+	t.Run("SearchesAndPutsAtOnce", func(t *testing.T) {
+		t.Parallel()
+		shared := vectors.New(2)
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Go(func() {
+				for i := range 200 {
+					at := epoch.Add(time.Duration((i*7919)%200) * time.Minute) // out of order
+					shared.Put(fmt.Sprintf("T-%d-%d", w, i), []float32{1, float32(i)}, vectors.Meta{CustomerID: "C-1", Status: "open", Opened: at})
+				}
+			})
+		}
+		for range 2 {
+			wg.Go(func() {
+				for range 100 {
+					var last time.Time
+					shared.SearchCustomer([]float32{1, 0}, "C-1", 3, -1, 50, time.Time{}, func(_ string, m vectors.Meta) bool {
+						if !last.IsZero() && m.Opened.After(last) {
+							t.Errorf("asked about one opened %v after one opened %v: not newest first", m.Opened, last)
+						}
+						last = m.Opened
+						return true
+					})
+				}
+			})
+		}
+		wg.Wait()
+	})
 
 	t.Run("TheBoundCountsWhatTheFilterKeeps", func(t *testing.T) {
 		t.Parallel()
