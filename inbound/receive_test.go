@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/textproto"
 	"slices"
 	"strings"
 	"testing"
@@ -404,6 +405,52 @@ func TestInboundSMTP(t *testing.T) {
 		got := b.outbound.Deliveries()
 		if len(got) != 1 || !got[0].UTF8 || !slices.Equal(got[0].To, []string{"jörg@xn--bcher-kva.de"}) {
 			t.Errorf("deliveries %+v, want the reply to jörg@xn--bcher-kva.de with SMTPUTF8", got)
+		}
+	})
+
+	// RFC 6531 §3.5: only SMTPUTF8, declared on MAIL, allows an address
+	// that is not ASCII in either path; without it the address is refused
+	// at once, and the session goes on.
+	t.Run("AUnicodeAddressWithoutSMTPUTF8IsRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com"})
+		conn, err := net.Dial("tcp", b.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := textproto.NewConn(conn)
+		defer c.Close()
+		say := func(cmd string, want int) string {
+			t.Helper()
+			if cmd != "" {
+				if err := c.PrintfLine("%s", cmd); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, msg, err := c.ReadResponse(want)
+			if err != nil {
+				t.Fatalf("%s: %d %s (%v), want %d", cmd, code, msg, err, want)
+			}
+			return msg
+		}
+		say("", 220)
+		say("EHLO client.example.org", 250)
+		if msg := say("MAIL FROM:<jörg@bücher.de>", 553); !strings.HasPrefix(msg, "5.6.7 ") {
+			t.Errorf("MAIL with a unicode address: %q, want 5.6.7", msg)
+		}
+		say("MAIL FROM:<ada.lovelace@example.com>", 250)
+		if msg := say("RCPT TO:<sérvice@helpdesk.example.com>", 553); !strings.HasPrefix(msg, "5.6.7 ") {
+			t.Errorf("RCPT with a unicode address: %q, want 5.6.7", msg)
+		}
+		say("RSET", 250)
+		// Declared, the same addresses are taken as any other: every local
+		// part of the desk's domain is its (no support addresses are set).
+		say("MAIL FROM:<jörg@bücher.de> SMTPUTF8", 250)
+		say("RCPT TO:<sérvice@helpdesk.example.com>", 250)
+		say("QUIT", 221)
+		if n := b.count(t, `SELECT count(*) FROM tickets`); n != 0 {
+			t.Errorf("%d tickets after refusals and no DATA", n)
 		}
 	})
 

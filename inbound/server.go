@@ -14,6 +14,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/helpdesk-dev/helpdesk/desk"
+	"github.com/helpdesk-dev/helpdesk/mail"
 	"github.com/helpdesk-dev/helpdesk/metrics"
 	"github.com/helpdesk-dev/helpdesk/settings"
 )
@@ -116,6 +117,12 @@ var (
 	errLineTooLong     = &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 4, 0}, Message: "A line of the message is too long"}
 )
 
+// errUnicodeAddress refuses an envelope address that is not ASCII in a
+// transaction whose MAIL did not declare SMTPUTF8, which alone allows one
+// in either path: RFC 6531 §3.5's 553 and X.6.7, in Postfix's words.
+var errUnicodeAddress = &smtp.SMTPError{Code: 553, EnhancedCode: smtp.EnhancedCode{5, 6, 7},
+	Message: "Must declare SMTPUTF8 to send unicode address"}
+
 type session struct {
 	rc         *Receiver
 	timeout    time.Duration
@@ -123,6 +130,7 @@ type session struct {
 	env        Envelope
 	tls        bool // the session runs over TLS (after STARTTLS)
 	requireTLS bool
+	utf8       bool // the transaction's MAIL asked for SMTPUTF8
 }
 
 // newSession starts a session at EHLO, the first one or the one after
@@ -143,10 +151,15 @@ func newSession(rc *Receiver, config ServerConfig, c *smtp.Conn) *session {
 
 var errTLSRequired = &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0}, Message: "Must issue a STARTTLS command first"}
 
-func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	if s.requireTLS && !s.tls {
 		metrics.InboundMessages.WithLabelValues("refused").Inc()
 		return errTLSRequired // RFC 3207 §4
+	}
+	s.utf8 = opts != nil && opts.UTF8
+	if !s.utf8 && !mail.IsASCII(from) {
+		metrics.InboundMessages.WithLabelValues("refused").Inc()
+		return errUnicodeAddress
 	}
 	if s.conn != nil {
 		s.conn.startMessage()
@@ -156,6 +169,9 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 }
 
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if !s.utf8 && !mail.IsASCII(to) {
+		return errUnicodeAddress
+	}
 	if !s.rc.AcceptsRecipient(to) {
 		return errNoSuchRecipient
 	}

@@ -59,7 +59,7 @@ func ParseAddress(s string) (*Address, error) {
 // xn--bcher-kva.de for bücher.de, and an ASCII one as it is. ok is false
 // for one that has no ASCII form.
 func ASCIIDomain(domain string) (ascii string, ok bool) {
-	if isASCII(domain) {
+	if IsASCII(domain) {
 		return domain, true
 	}
 	ascii, err := idna.Lookup.ToASCII(domain)
@@ -123,8 +123,9 @@ func isDotString(local string) bool {
 	return true
 }
 
-// isASCII reports whether s is 7-bit.
-func isASCII(s string) bool {
+// IsASCII reports whether s is 7-bit: an envelope address that is not
+// needs SMTPUTF8 (RFC 6531).
+func IsASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
 			return false

@@ -310,7 +310,7 @@ func (r *Relay) Send(ctx context.Context, env Envelope, raw []byte) *Result {
 // (§3.2: neither the address nor the headers that carry it), to any of
 // its recipients, now or later: ok is false.
 func mailOptions(c *smtp.Client, env Envelope) (opts *smtp.MailOptions, ok bool) {
-	if isASCII(env.From) && !slices.ContainsFunc(env.To, func(a string) bool { return !isASCII(a) }) {
+	if IsASCII(env.From) && !slices.ContainsFunc(env.To, func(a string) bool { return !IsASCII(a) }) {
 		return nil, true
 	}
 	if offered, _ := c.Extension("SMTPUTF8"); !offered {
@@ -324,7 +324,7 @@ func mailOptions(c *smtp.Client, env Envelope) (opts *smtp.MailOptions, ok bool)
 // codes: 553 5.6.7 for an address that is not ASCII, 554 5.6.9 for an
 // ASCII one whose copy would carry the other in its headers.
 func needsSMTPUTF8(rcpt string) *SMTPError {
-	if !isASCII(rcpt) {
+	if !IsASCII(rcpt) {
 		return &SMTPError{Code: 553, Enhanced: [3]int{5, 6, 7}, Phase: PhaseRcpt,
 			Message: "the address is not ASCII and the relay does not offer SMTPUTF8 (RFC 6531)"}
 	}
