@@ -106,7 +106,7 @@ func (c *Config) trusted(runs [][]string) (Verdict, bool) {
 		found, unreadable := false, false
 		for _, f := range run {
 			id, results, err := authres.Parse(f)
-			if !strings.EqualFold(id, c.AuthservID) {
+			if !c.ours(id) {
 				if found {
 					break // another host's: what lies below is not our MTA's
 				}
@@ -131,6 +131,14 @@ func (c *Config) trusted(runs [][]string) (Verdict, bool) {
 		}
 	}
 	return Verdict{}, false
+}
+
+// ours reports whether an authserv-id is the trusted MTA's: its own, or
+// its own, a slash and a queue id, as OpenDKIM and OpenDMARC write it with
+// AuthservIDWithJobID.
+func (c *Config) ours(id string) bool {
+	base, _, _ := strings.Cut(id, "/")
+	return strings.EqualFold(base, c.AuthservID)
 }
 
 // dmarcVerdict is the verdict of a trusted MTA's dmarc result: pass and

@@ -64,6 +64,14 @@ func TestCheck(t *testing.T) {
 				"evil.example; dkim=pass",
 				"mx.helpdesk.example.com; dmarc=pass header.from=example.com",
 			}}, vocab.VerdictNone},
+			// OpenDKIM and OpenDMARC with AuthservIDWithJobID write the
+			// id, a slash and the MTA's queue id.
+			{"OursWithAJobIDIsOurs", [][]string{{
+				"mx.helpdesk.example.com/4B2C1F3A9; dkim=pass header.d=example.com",
+				"mx.helpdesk.example.com/4B2C1F3A9; dmarc=fail (p=reject dis=reject) header.from=example.com",
+			}}, vocab.VerdictFail},
+			{"AnIDThatOnlyBeginsLikeOursIsAnother", [][]string{{"mx.helpdesk.example.com.evil.example/1; dmarc=pass"},
+				{"mx.helpdesk.example.comx; dmarc=pass"}}, vocab.VerdictNone},
 		} {
 			if v := c.Check(ctx, &senderauth.Mail{FromDomain: "example.com", Results: tc.runs}); v.Result != tc.want {
 				t.Errorf("%s: %+v, want %s", tc.name, v, tc.want)
