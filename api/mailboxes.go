@@ -20,6 +20,7 @@ type createMailboxRequest struct {
 	From            string `json:"from"`
 	ProcessedFolder string `json:"processed_folder"`
 	AfterImport     string `json:"after_import"`
+	AuthservID      string `json:"authserv_id"`
 }
 
 // listMailboxes answers GET /v1/mailboxes (admins): every mailbox and
@@ -68,7 +69,7 @@ func (s *Server) createMailbox(w http.ResponseWriter, r *http.Request, who vocab
 		return unprocessable("invalid_imap_url", "imap_url: %s", err.Error())
 	}
 	p := &desk.MailboxParams{Name: req.Name, IMAPURL: ep.String(), Password: ep.Password, Address: req.Address, Team: req.Team,
-		Folder: ep.Folder, ProcessedFolder: req.ProcessedFolder, AfterImport: req.AfterImport}
+		Folder: ep.Folder, ProcessedFolder: req.ProcessedFolder, AfterImport: req.AfterImport, AuthservID: req.AuthservID}
 	if req.From != "" {
 		if p.From, err = mail.ParseAddress(req.From); err != nil {
 			return unprocessable("invalid_from", "from must be a name and an address, such as \"Example Support <support@example.com>\"")

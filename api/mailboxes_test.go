@@ -33,6 +33,16 @@ func TestMailboxesAreAdminsAndShowNoSecret(t *testing.T) {
 	}
 	status, _, resp = ab.do(t, ab.agent, "POST", "/v1/mailboxes", []byte(`{"name": "x", "imap_url": "ftp://a@b/", "address": "x@example.org"}`), "")
 	requireError(t, status, resp, 422, "invalid_imap_url")
+	// A mailbox behind a company's own MTA names it; what is not an
+	// authserv-id (another field's text) is refused.
+	status, _, resp = ab.do(t, ab.agent, "POST", "/v1/mailboxes", []byte(`{"name": "own", "imap_url": "imaps://own@imap.example.org/INBOX",
+		"address": "own@example.org", "authserv_id": "mx.example.org"}`), "")
+	if status != 201 || resp["authserv_id"] != "mx.example.org" {
+		t.Errorf("add with an authserv-id: %d %v", status, resp)
+	}
+	status, _, resp = ab.do(t, ab.agent, "POST", "/v1/mailboxes", []byte(`{"name": "own", "imap_url": "imaps://own@imap.example.org/INBOX",
+		"address": "own@example.org", "authserv_id": "mx.example.org; dmarc=pass"}`), "")
+	requireError(t, status, resp, 422, "invalid_mailbox")
 	status, _, resp = ab.do(t, ab.agent, "PATCH", "/v1/mailboxes/billing", []byte(`{"disabled": true}`), "")
 	if status != 200 || resp["disabled_at"] == nil {
 		t.Errorf("disable: %d %v", status, resp)

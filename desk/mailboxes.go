@@ -18,6 +18,11 @@ import (
 // MailboxName is what a mailbox may be called.
 var MailboxName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
+// authservID is what a mailbox's authserv-id may be: empty, or an RFC 8601
+// authserv-id as MTAs write it, a host name (a token, without the
+// separators that would make it another field's).
+var authservID = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._-]{0,252})?$`)
+
 // The ways a fetched message is left in its mailbox. Never deleted.
 const (
 	AfterImportMove = "move" // to the processed folder (the default)
@@ -40,6 +45,11 @@ type MailboxParams struct {
 	Folder          string        // the folder read, as the URL names it
 	ProcessedFolder string        // default Processed
 	AfterImport     string        // default move
+	// AuthservID is whose Authentication-Results are believed for its
+	// mail: the authserv-id of the MTA in front of its server, or
+	// senderauth.Microsoft365; "" for its provider's (Microsoft 365,
+	// Google), else the service's.
+	AuthservID string
 }
 
 // AddMailbox adds a mailbox, or changes how it is reached and where its
@@ -66,6 +76,10 @@ func (d *Desk) AddMailbox(ctx context.Context, p *MailboxParams) (*store.Mailbox
 		return nil, fmt.Errorf("%w: processed folder %q is the folder read: a message moved there comes back as new, again and again "+
 			"(name another folder, or after import flag or keep)", ErrInvalidMailbox, p.ProcessedFolder)
 	}
+	if !authservID.MatchString(p.AuthservID) {
+		return nil, fmt.Errorf("%w: authserv-id %q: a host name such as mx.example.com, as its MTA writes it first in Authentication-Results, "+
+			"or microsoft365", ErrInvalidMailbox, p.AuthservID)
+	}
 	row := &store.SupportAddress{Address: strings.ToLower(a.Address)}
 	if p.From != nil {
 		if !strings.EqualFold(p.From.Address, a.Address) {
@@ -85,7 +99,7 @@ func (d *Desk) AddMailbox(ctx context.Context, p *MailboxParams) (*store.Mailbox
 			return err
 		}
 		return tx.Store().UpsertMailbox(ctx, &store.Mailbox{Name: p.Name, Address: row.Address, IMAPURL: p.IMAPURL, Password: p.Password,
-			ProcessedFolder: p.ProcessedFolder, AfterImport: p.AfterImport})
+			ProcessedFolder: p.ProcessedFolder, AfterImport: p.AfterImport, AuthservID: p.AuthservID})
 	})
 	if err != nil {
 		return nil, err

@@ -857,12 +857,15 @@ func (c *deadlineConn) Write(b []byte) (int, error) {
 }
 
 // providerAuthservID is whose Authentication-Results are believed for
-// mail fetched from the mailbox: the provider that received it from the
-// sender, where it is one whose results are known. Exchange Online writes
-// its field with no authserv-id (senderauth.Microsoft365); Gmail and
-// Google Workspace write mx.google.com. Any other server: "", the
-// service's own setting.
+// mail fetched from the mailbox: the one the mailbox names, else the
+// provider that received it from the sender, where it is one whose
+// results are known. Exchange Online writes its field with no
+// authserv-id (senderauth.Microsoft365); Gmail and Google Workspace write
+// mx.google.com. Any other server: "", the service's own setting.
 func providerAuthservID(mb *store.Mailbox, ep *Endpoint) string {
+	if mb.AuthservID != "" {
+		return mb.AuthservID
+	}
 	provider := ""
 	if mb.OAuth != nil {
 		provider = mb.OAuth.Provider

@@ -327,6 +327,28 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	// A company's own IMAP server behind its own MTA, which checks DMARC
+	// and writes its Authentication-Results: the mailbox names that MTA,
+	// and its verdict is the mail's. A field of another id (the forger's
+	// own, on top of the MTA's) is not read.
+	t.Run("MailOfAMailboxThatNamesItsMTAIsJudgedByIt", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		w.mailbox(t, "support", s, "pw", "support@example.org", func(p *desk.MailboxParams) { p.AuthservID = "mx.example.org" })
+		put(t, s, "INBOX", []byte("Authentication-Results: mx.example.org/4B2C1F3A9; dmarc=fail (p=reject dis=none) header.from=example.net\r\n"+
+			"Authentication-Results: attacker.example; dmarc=pass header.from=example.net\r\n"+
+			string(customerMail(1, "ada@example.net"))))
+		eventually(t, 30*time.Second, "the mail filed", func() bool { return s.Count("Processed") == 1 })
+		var verdict string
+		if err := w.Pool.QueryRow(w.Ctx, `SELECT auth_verdict FROM messages WHERE email_message_id = '<q1.ada@example.net>'`).Scan(&verdict); err != nil {
+			t.Fatal(err)
+		}
+		if verdict != "fail" {
+			t.Errorf("verdict %q, want mx.example.org's fail", verdict)
+		}
+	})
+
 	// The listener refuses such a mail for good (550 5.1.7); a mailbox
 	// cannot refuse it, so it passes it by, leaves it where it is and goes
 	// on with the next, instead of trying it again forever.

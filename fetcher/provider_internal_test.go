@@ -25,6 +25,8 @@ func TestProviderAuthservID(t *testing.T) {
 		{"AnyOtherServerIsTheServicesSetting", store.Mailbox{IMAPURL: "imaps://support@imap.example.com/INBOX"}, ""},
 		{"ACustomOAuthProviderIsTheServicesSetting", store.Mailbox{IMAPURL: "imaps://support@imap.example.com/INBOX",
 			OAuth: &store.OAuth{Provider: "custom"}}, ""},
+		{"TheMailboxsOwnIsBelievedOverAnyProvider", store.Mailbox{IMAPURL: "imaps://support%40example.com@imap.gmail.com/INBOX",
+			OAuth: &store.OAuth{Provider: "google"}, AuthservID: "mx.example.com"}, "mx.example.com"},
 	} {
 		ep, err := ParseURL(tc.mb.IMAPURL)
 		if err != nil {

@@ -136,6 +136,19 @@ func TestMailboxCommand(t *testing.T) {
 		!strings.Contains(stderr, "no such team") {
 		t.Errorf("an unknown team: exit %d, %q", code, stderr)
 	}
+	// A company's own MTA in front of its server, whose
+	// Authentication-Results the mailbox's mail is judged by.
+	if code, _, stderr := runCmd(t, env, "mailbox", "add", "own", "-imap", "imaps://own@imap.example.org/INBOX", "-address", "own@example.org",
+		"-authserv-id", "mx.example.org"); code != 0 {
+		t.Errorf("add with an authserv-id: exit %d, %q", code, stderr)
+	}
+	if code, stdout, stderr := runCmd(t, env, "mailbox", "status", "own"); code != 0 || !strings.Contains(stdout, "judged by     mx.example.org's Authentication-Results") {
+		t.Errorf("status with an authserv-id: exit %d, %q %q", code, stdout, stderr)
+	}
+	if code, _, stderr := runCmd(t, env, "mailbox", "add", "own", "-imap", "imaps://own@imap.example.org/INBOX", "-address", "own@example.org",
+		"-authserv-id", "mx.example.org; dmarc=pass"); code != 2 || !strings.Contains(stderr, "authserv-id") {
+		t.Errorf("an authserv-id that is not one: exit %d, %q", code, stderr)
+	}
 	if code, stdout, _ := runCmd(t, env, "mailbox", "disable", "billing"); code != 0 || !strings.Contains(stdout, "disabled") {
 		t.Errorf("disable: exit %d, %q", code, stdout)
 	}

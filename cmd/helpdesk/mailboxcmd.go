@@ -17,7 +17,7 @@ import (
 )
 
 const mailboxSynopsis = "mailbox add NAME -imap imaps://USER:PASS@HOST[:PORT]/FOLDER -address ADDR [-team TEAM] [-from \"Name <ADDR>\"]\n" +
-	"           [-processed FOLDER] [-after-import move|flag|keep] | mailbox list | mailbox status NAME | mailbox disable NAME |\n" +
+	"           [-processed FOLDER] [-after-import move|flag|keep] [-authserv-id ID] | mailbox list | mailbox status NAME | mailbox disable NAME |\n" +
 	"       mailbox connect NAME -oauth microsoft|google|custom -client-id ID [-client-secret S] [-token-url URL] [-device-url URL] [-scopes S]"
 
 func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -27,7 +27,8 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 			"          -processed (default Processed, made when missing), flagged $HelpdeskImported, or kept, never\n"+
 			"          deleted. imap:// takes STARTTLS when offered (?tls=required insists, ?tls=none never); imaps://\n"+
 			"          is TLS from the start. The address is the support address customers write to: its tickets'\n"+
-			"          replies go out From it (-from names it), and they are -team's.\n"+
+			"          replies go out From it (-from names it), and they are -team's. -authserv-id names the MTA in\n"+
+			"          front of its server whose Authentication-Results its mail is judged by.\n"+
 			"list      lists the mailboxes and where their fetching stands\n"+
 			"status    shows one mailbox: its checkpoint, connection, last success and last error\n"+
 			"disable   stops fetching a mailbox (add it again to go on where it stopped)\n"+
@@ -40,6 +41,8 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 	from := fs.String("from", "", "add: the From of its replies, such as \"Example Support <support@example.com>\"; default the address")
 	processed := fs.String("processed", "Processed", "add: the folder filed messages move to")
 	after := fs.String("after-import", "move", "add: move, flag or keep")
+	authservID := fs.String("authserv-id", "", "add: the authserv-id of the MTA in front of its server, whose Authentication-Results "+
+		"its mail is judged by, or microsoft365; default its provider's (Microsoft 365, Google), else HELPDESK_INBOUND_AUTHSERV_ID")
 	provider := fs.String("oauth", "", "connect: microsoft, google or custom")
 	clientID := fs.String("client-id", "", "connect: the application's client id")
 	clientSecret := fs.String("client-secret", "", "connect: its client secret, if it has one")
@@ -72,7 +75,7 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 			return usageErrorf("-imap: %v", err)
 		}
 		params = &desk.MailboxParams{Name: name, IMAPURL: ep.String(), Password: ep.Password, Address: *address, Team: *team,
-			Folder: ep.Folder, ProcessedFolder: *processed, AfterImport: *after}
+			Folder: ep.Folder, ProcessedFolder: *processed, AfterImport: *after, AuthservID: *authservID}
 		if *from != "" {
 			a, err := mail.ParseAddress(*from)
 			if err != nil {
@@ -129,6 +132,9 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(w, "mailbox\t%s\naddress\t%s\nimap\t%s\nstate\t%s\nafter import\t%s\n", m.Name, m.Address, m.IMAPURL, mailboxState(m),
 			afterImport(m))
+		if m.AuthservID != "" {
+			fmt.Fprintf(w, "judged by\t%s's Authentication-Results\n", m.AuthservID)
+		}
 		uv := "-"
 		if m.UIDValidity != nil {
 			uv = fmt.Sprint(*m.UIDValidity)

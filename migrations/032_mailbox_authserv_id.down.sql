@@ -1,0 +1,1 @@
+ALTER TABLE mailboxes DROP COLUMN authserv_id;
