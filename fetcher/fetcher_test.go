@@ -74,6 +74,19 @@ func (w *world) mailbox(t testing.TB, name string, s *imaptest.Server, password,
 	}
 }
 
+// filedVerdict waits for the one message put in s to be filed, and
+// returns the sender authentication verdict stored with the message of
+// that Message-ID.
+func (w *world) filedVerdict(t *testing.T, s *imaptest.Server, messageID string) string {
+	t.Helper()
+	eventually(t, 30*time.Second, "the mail filed", func() bool { return s.Count("Processed") == 1 })
+	var verdict string
+	if err := w.Pool.QueryRow(w.Ctx, `SELECT auth_verdict FROM messages WHERE email_message_id = $1`, messageID).Scan(&verdict); err != nil {
+		t.Fatal(err)
+	}
+	return verdict
+}
+
 func customerMail(n int, from string) []byte {
 	return []byte(fmt.Sprintf("From: Customer %d <%s>\r\nTo: support@example.org\r\nSubject: Question %d\r\nMessage-ID: <q%d.%s>\r\n\r\nQuestion number %d.\r\n",
 		n, from, n, n, from, n))
@@ -317,20 +330,15 @@ func TestFetchingAMailbox(t *testing.T) {
 		put(t, s, "INBOX", []byte("Authentication-Results: spf=fail (sender IP is 192.0.2.7) smtp.mailfrom=attacker.example; "+
 			"dkim=none (message not signed) header.d=none;dmarc=fail action=oreject header.from=example.net;compauth=fail reason=000\r\n"+
 			string(customerMail(1, "ada@example.net"))))
-		eventually(t, 30*time.Second, "the mail filed", func() bool { return s.Count("Processed") == 1 })
-		var verdict string
-		if err := w.Pool.QueryRow(w.Ctx, `SELECT auth_verdict FROM messages WHERE email_message_id = '<q1.ada@example.net>'`).Scan(&verdict); err != nil {
-			t.Fatal(err)
-		}
-		if verdict != "fail" {
+		if verdict := w.filedVerdict(t, s, "<q1.ada@example.net>"); verdict != "fail" {
 			t.Errorf("verdict %q, want Exchange Online's fail", verdict)
 		}
 	})
 
 	// A company's own IMAP server behind its own MTA, which checks DMARC
-	// and writes its Authentication-Results: the mailbox names that MTA,
-	// and its verdict is the mail's. A field of another id (the forger's
-	// own, on top of the MTA's) is not read.
+	// and writes its Authentication-Results on top: the mailbox names that
+	// MTA, and its verdict is the mail's. A field of another id that came
+	// with the mail, below it, is not read.
 	t.Run("MailOfAMailboxThatNamesItsMTAIsJudgedByIt", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
@@ -339,12 +347,7 @@ func TestFetchingAMailbox(t *testing.T) {
 		put(t, s, "INBOX", []byte("Authentication-Results: mx.example.org/4B2C1F3A9; dmarc=fail (p=reject dis=none) header.from=example.net\r\n"+
 			"Authentication-Results: attacker.example; dmarc=pass header.from=example.net\r\n"+
 			string(customerMail(1, "ada@example.net"))))
-		eventually(t, 30*time.Second, "the mail filed", func() bool { return s.Count("Processed") == 1 })
-		var verdict string
-		if err := w.Pool.QueryRow(w.Ctx, `SELECT auth_verdict FROM messages WHERE email_message_id = '<q1.ada@example.net>'`).Scan(&verdict); err != nil {
-			t.Fatal(err)
-		}
-		if verdict != "fail" {
+		if verdict := w.filedVerdict(t, s, "<q1.ada@example.net>"); verdict != "fail" {
 			t.Errorf("verdict %q, want mx.example.org's fail", verdict)
 		}
 	})
