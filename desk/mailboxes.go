@@ -11,17 +11,13 @@ import (
 
 	"github.com/helpdesk-dev/helpdesk/mail"
 	"github.com/helpdesk-dev/helpdesk/oauth"
+	"github.com/helpdesk-dev/helpdesk/senderauth"
 	"github.com/helpdesk-dev/helpdesk/store"
 	"golang.org/x/oauth2"
 )
 
 // MailboxName is what a mailbox may be called.
 var MailboxName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
-
-// authservID is what a mailbox's authserv-id may be: empty, or an RFC 8601
-// authserv-id as MTAs write it, a host name (a token, without the
-// separators that would make it another field's).
-var authservID = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._-]{0,252})?$`)
 
 // The ways a fetched message is left in its mailbox. Never deleted.
 const (
@@ -76,7 +72,7 @@ func (d *Desk) AddMailbox(ctx context.Context, p *MailboxParams) (*store.Mailbox
 		return nil, fmt.Errorf("%w: processed folder %q is the folder read: a message moved there comes back as new, again and again "+
 			"(name another folder, or after import flag or keep)", ErrInvalidMailbox, p.ProcessedFolder)
 	}
-	if !authservID.MatchString(p.AuthservID) {
+	if p.AuthservID != "" && !senderauth.ValidID(p.AuthservID) {
 		return nil, fmt.Errorf("%w: authserv-id %q: a host name such as mx.example.com, as its MTA writes it first in Authentication-Results, "+
 			"or microsoft365", ErrInvalidMailbox, p.AuthservID)
 	}

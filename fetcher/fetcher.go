@@ -283,7 +283,7 @@ func (f *Fetchers) session(ctx context.Context, name string) error {
 		return err
 	}
 	defer conn.close()
-	conn.authservID = providerAuthservID(mb, ep)
+	conn.authservID = mailboxAuthservID(mb, ep)
 	metrics.IMAPConnected.WithLabelValues(name).Set(1)
 
 	sel, err := conn.selectFolder(ep.Folder)
@@ -576,7 +576,7 @@ type conn struct {
 	folder, processed string
 	prefix            *string // personalPrefix's answer, once asked
 	// authservID is whose Authentication-Results are believed for the
-	// mail it fetches (providerAuthservID).
+	// mail it fetches (mailboxAuthservID).
 	authservID string
 }
 
@@ -856,13 +856,13 @@ func (c *deadlineConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// providerAuthservID is whose Authentication-Results are believed for
+// mailboxAuthservID is whose Authentication-Results are believed for
 // mail fetched from the mailbox: the one the mailbox names, else the
 // provider that received it from the sender, where it is one whose
 // results are known. Exchange Online writes its field with no
 // authserv-id (senderauth.Microsoft365); Gmail and Google Workspace write
 // mx.google.com. Any other server: "", the service's own setting.
-func providerAuthservID(mb *store.Mailbox, ep *Endpoint) string {
+func mailboxAuthservID(mb *store.Mailbox, ep *Endpoint) string {
 	if mb.AuthservID != "" {
 		return mb.AuthservID
 	}

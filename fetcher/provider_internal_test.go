@@ -32,7 +32,7 @@ func TestProviderAuthservID(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := providerAuthservID(&tc.mb, ep); got != tc.want {
+		if got := mailboxAuthservID(&tc.mb, ep); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}

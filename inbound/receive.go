@@ -71,8 +71,9 @@ type Envelope struct {
 	// recipients it has none of.
 	Source *desk.MailSource
 	// AuthservID, when set, is whose Authentication-Results are believed
-	// for this message in place of the receiver's: the provider of the
-	// mailbox it was fetched from, which received it from the sender.
+	// for this message in place of the receiver's: for mail fetched from a
+	// mailbox, the MTA the mailbox names or its provider, which received
+	// it from the sender.
 	AuthservID string
 }
 

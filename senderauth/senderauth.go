@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"strings"
 
 	"blitiri.com.ar/go/spf"
@@ -132,6 +133,15 @@ func (c *Config) trusted(runs [][]string) (Verdict, bool) {
 	}
 	return Verdict{}, false
 }
+
+// validID is an authserv-id as MTAs write it (RFC 8601 §2.5): a host
+// name, a token without the separators that would make it another
+// field's text.
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
+
+// ValidID reports whether id can name an MTA to believe: an authserv-id
+// as MTAs write it, or Microsoft365.
+func ValidID(id string) bool { return validID.MatchString(id) }
 
 // ours reports whether an authserv-id is the trusted MTA's: its own, or
 // its own, a slash and a queue id, as OpenDKIM and OpenDMARC write it with

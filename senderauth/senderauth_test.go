@@ -197,3 +197,16 @@ func FuzzTrustedResults(f *testing.F) {
 		}
 	})
 }
+
+func TestValidID(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[string]bool{
+		"mx.example.com": true, "mx.google.com": true, senderauth.Microsoft365: true, "mail-01_a.example.org": true,
+		"": false, "mx.example.com; dmarc=pass": false, "mx example com": false, ".example.com": false,
+		"mx.example.com/4B2C1F3A9": false, strings.Repeat("a", 254): false,
+	} {
+		if got := senderauth.ValidID(id); got != want {
+			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
