@@ -169,17 +169,18 @@ func (ix *Index) SetMeta(id string, meta Meta) {
 	}
 }
 
-// setMetaLocked changes the meta at position i, and its place in its
-// customer's list when the customer or the time it was opened changes.
+// setMetaLocked changes the meta at position i: a new customer moves it
+// to that customer's list, a new time opened leaves its list to be sorted.
 func (ix *Index) setMetaLocked(i int, meta Meta) {
 	was := ix.meta[i]
-	if was.CustomerID == meta.CustomerID && was.Opened.Equal(meta.Opened) {
-		ix.meta[i] = meta
-		return
-	}
-	ix.unlistLocked(was.CustomerID, i)
 	ix.meta[i] = meta
-	ix.listLocked(meta.CustomerID, i)
+	switch {
+	case was.CustomerID != meta.CustomerID:
+		ix.unlistLocked(was.CustomerID, i)
+		ix.listLocked(meta.CustomerID, i)
+	case !was.Opened.Equal(meta.Opened):
+		ix.unsorted[meta.CustomerID] = true
+	}
 }
 
 // listLocked appends position i, whose meta is set, to customer's list,
@@ -193,9 +194,9 @@ func (ix *Index) listLocked(customer string, i int) {
 	ix.byCustomer[customer] = list
 }
 
-// sortedLocked sorts customer's list by Meta.Opened if it is marked
+// sortLocked sorts customer's list by Meta.Opened if it is marked
 // unsorted; the caller holds the lock for writing.
-func (ix *Index) sortedLocked(customer string) {
+func (ix *Index) sortLocked(customer string) {
 	if !ix.unsorted[customer] {
 		return
 	}
@@ -350,7 +351,7 @@ func (ix *Index) SearchCustomer(q []float32, customerID string, k int, minScore 
 	for ix.unsorted[customerID] {
 		ix.mu.RUnlock()
 		ix.mu.Lock()
-		ix.sortedLocked(customerID)
+		ix.sortLocked(customerID)
 		ix.mu.Unlock()
 		ix.mu.RLock()
 	}
