@@ -1,6 +1,8 @@
 package desk_test
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,6 +48,47 @@ func TestBounceReport(t *testing.T) {
 			t.Errorf("suppressions %+v", s)
 		}
 	})
+}
+
+// A report on several recipients notes them in the order of their
+// addresses, whatever the map's: the ticket reads the same each time.
+func TestAReportOnSeveralRecipientsNotesThemInOneOrder(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, true, withReplySecret)
+	ticket := w.open(t, "Parcel", "Hi.")
+	cc := []*mail.Address{{Address: "zoe@example.net"}, {Address: "bob@example.net"}, {Address: "mia@example.net"}}
+	msg, _, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "On its way.", Cc: cc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.deliverAll(t)
+	for _, delayed := range []bool{true, false} {
+		statuses := map[string]string{}
+		for _, a := range append(cc, &mail.Address{Address: ada.Email}) {
+			statuses[a.Address] = "5.1.1 smtp; 550 5.1.1 User unknown"
+		}
+		report := mailFrom("mailer-daemon@mx.example.com", fmt.Sprintf("<report.%v@mx.example.com>", delayed), "Delivery Status", "Sorry.")
+		report.Report = &desk.DeliveryReport{OriginalMessageID: *msg.EmailMessageID, Failed: statuses}
+		if delayed {
+			report.Report.Failed, report.Report.Delayed = nil, statuses
+		}
+		if _, err := w.desk.FileInbound(w.ctx, []string{bounceAddress(msg.ID)}, report); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var named []string
+	for _, n := range ofDirection(w.messages(t, ticket.ID), vocab.DirectionNote) {
+		for _, a := range []string{ada.Email, "bob@example.net", "mia@example.net", "zoe@example.net"} {
+			if strings.Contains(n.Body, " to "+a+" ") {
+				named = append(named, a)
+			}
+		}
+	}
+	sorted := []string{ada.Email, "bob@example.net", "mia@example.net", "zoe@example.net"}
+	slices.Sort(sorted)
+	if want := append(slices.Clone(sorted), sorted...); !slices.Equal(named, want) {
+		t.Errorf("the notes name %v, want the delays then the bounces, each in the order %v", named, sorted)
+	}
 }
 
 const replySecret = "a secret of this test, long enough"

@@ -423,6 +423,8 @@ func (d *Desk) reportTx(ctx context.Context, tx *store.Tx, m *InboundMail, rcpts
 		return nil, true, err
 	}
 	marked := 0
+	// The recipients in the order of their addresses, not the map's: a
+	// report on several notes them in one order.
 	for _, addr := range slices.Sorted(maps.Keys(m.Report.Failed)) {
 		status := m.Report.Failed[addr]
 		found, err := st.RecordBounceOf(ctx, messageID, addr, status)
@@ -437,7 +439,8 @@ func (d *Desk) reportTx(ctx context.Context, tx *store.Tx, m *InboundMail, rcpts
 			return nil, true, err
 		}
 	}
-	for addr, status := range m.Report.Delayed {
+	for _, addr := range slices.Sorted(maps.Keys(m.Report.Delayed)) {
+		status := m.Report.Delayed[addr]
 		marked++
 		if err := d.bouncedTx(ctx, tx, &Bounce{TicketID: msg.TicketID, Address: addr, Status: status, Delayed: true, Direction: msg.Direction}); err != nil {
 			return nil, true, err
