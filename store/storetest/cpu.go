@@ -6,11 +6,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/helpdesk-dev/helpdesk/internal/cputime"
 )
 
 // Cost is what a stretch of a benchmark cost: the processor time of this
@@ -38,10 +39,10 @@ type Cost struct {
 func MeasureCost(tb testing.TB, pool *pgxpool.Pool) (stop func() Cost) {
 	tb.Helper()
 	walBefore := walPosition(tb, pool)
-	goBefore := processCPU()
+	goBefore := cputime.Process()
 	pgBefore, okBefore := backendsCPU(tb, pool)
 	return func() Cost {
-		c := Cost{Go: processCPU() - goBefore}
+		c := Cost{Go: cputime.Process() - goBefore}
 		pgAfter, okAfter := backendsCPU(tb, pool)
 		c.WAL = walWritten(tb, pool, walBefore)
 		if !okBefore || !okAfter {
@@ -76,15 +77,6 @@ func walWritten(tb testing.TB, pool *pgxpool.Pool, before string) int64 {
 		tb.Fatalf("read the WAL written: %v", err)
 	}
 	return n
-}
-
-// processCPU is this process's user and system time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // backendsCPU reads, from /proc, the user and system time so far of each
