@@ -91,6 +91,41 @@ func TestAReportOnSeveralRecipientsNotesThemInOneOrder(t *testing.T) {
 	}
 }
 
+// A report at the bounce address speaks for whoever received the mail;
+// it may say no more than how the mail fared with its own recipients.
+func TestAReportNamingNoRecipientOfTheMailChangesNothing(t *testing.T) {
+	t.Parallel()
+	for _, delayed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Delayed", false: "Failed"}[delayed], func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, true, withReplySecret)
+			ticket := w.open(t, "Parcel", "Hi.")
+			msg, _, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "On its way."})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.deliverAll(t)
+			before := len(w.messages(t, ticket.ID))
+			statuses := map[string]string{"victim@example.org": "4.4.7 smtp; 451 4.4.7 Still trying"}
+			report := mailFrom("mailer-daemon@mx.example.com", "<stranger@mx.example.com>", "Delivery Status", "Sorry.")
+			report.Report = &desk.DeliveryReport{OriginalMessageID: *msg.EmailMessageID, Failed: statuses}
+			if delayed {
+				report.Report.Failed, report.Report.Delayed = nil, statuses
+			}
+			out, err := w.desk.FileInbound(w.ctx, []string{bounceAddress(msg.ID)}, report)
+			if err != nil || out.Kind != "ignored" {
+				t.Fatalf("filed %+v (%v), want ignored", out, err)
+			}
+			if after := w.messages(t, ticket.ID); len(after) != before {
+				t.Errorf("the ticket went from %d messages to %d: %+v", before, len(after), after[len(after)-1])
+			}
+			if em, _ := w.st.GetOutboundEmail(w.ctx, msg.ID); em.Recipients[0].State != "sent" && em.Recipients[0].State != "captured" {
+				t.Errorf("its recipient is %s", em.Recipients[0].State)
+			}
+		})
+	}
+}
+
 const replySecret = "a secret of this test, long enough"
 
 func withReplySecret(c *desk.Config) { c.ReplySecret = replySecret }

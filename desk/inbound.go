@@ -441,6 +441,16 @@ func (d *Desk) reportTx(ctx context.Context, tx *store.Tx, m *InboundMail, rcpts
 	}
 	for _, addr := range slices.Sorted(maps.Keys(m.Report.Delayed)) {
 		status := m.Report.Delayed[addr]
+		// As with a failure: a report that reached the bounce address
+		// speaks only of the recipients the mail went to, or its sender
+		// (whoever received the mail) could put any address in a note.
+		found, err := st.IsRecipientOf(ctx, messageID, addr)
+		if err != nil {
+			return nil, true, err
+		}
+		if !found {
+			continue
+		}
 		marked++
 		if err := d.bouncedTx(ctx, tx, &Bounce{TicketID: msg.TicketID, Address: addr, Status: status, Delayed: true, Direction: msg.Direction}); err != nil {
 			return nil, true, err

@@ -473,6 +473,18 @@ func (s *Store) OutboundMessageOfJob(ctx context.Context, jobID int64) (int64, e
 	return id, nil
 }
 
+// IsRecipientOf says whether outbound message messageID went to address
+// (compared without regard to case, as RecordBounceOf does).
+func (s *Store) IsRecipientOf(ctx context.Context, messageID int64, address string) (bool, error) {
+	var ok bool
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbound_recipients
+		WHERE message_id = $1 AND lower(address) = lower($2))`, messageID, address).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("is %s a recipient of %d: %w", address, messageID, err)
+	}
+	return ok, nil
+}
+
 // RecordBounceOf marks the recipient of outbound message messageID as
 // failed, as a delivery report to its bounce address said; found is false
 // when the message went to no such address.
