@@ -79,6 +79,21 @@ func TestJSONEndpointsTakeOnlyJSON(t *testing.T) {
 			}
 		})
 	}
+	t.Run("RefusesNullForAFieldOfAType", func(t *testing.T) {
+		// A null would otherwise be read as absent: a saved reply for
+		// "team": null would be saved for the agent's own team.
+		before := b.rows(t)
+		status, _, resp := b.do(t, b.agent, "POST", "/v1/saved-replies", []byte(`{"title":"Refund","body":"Done.","team":null}`), "")
+		requireError(t, status, resp, http.StatusBadRequest, "invalid_json")
+		if !strings.Contains(fmt.Sprint(resp["message"]), `"team"`) {
+			t.Errorf("message %q, want it to name the field", resp["message"])
+		}
+		status, _, resp = b.do(t, b.c22, "POST", "/v1/tickets", []byte(`{"customer_id":"C-0022","subject":"Late","body":"b","Subject":null}`), "")
+		requireError(t, status, resp, http.StatusBadRequest, "invalid_json")
+		if after := b.rows(t); after != before {
+			t.Errorf("rows %+v became %+v", before, after)
+		}
+	})
 	t.Run("TakesASurrogatePairAsTheCharacterItEncodes", func(t *testing.T) {
 		status, _, resp := b.do(t, b.c22, "POST", "/v1/tickets", []byte(`{"customer_id":"C-0022","subject":"Smile \ud83d\ude00","body":"b"}`), "")
 		if status != http.StatusAccepted {

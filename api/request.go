@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -59,7 +60,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		if _, extra := dec.Token(); extra != io.EOF {
 			return badRequest("invalid_json", "the body must hold one JSON object and nothing after it")
 		}
-		return nil
+		return refuseNulls(body, v)
 	}
 	var syntax *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
@@ -76,6 +77,46 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return badRequest("invalid_json", fmt.Sprintf("field %q must be %s", typeErr.Field, jsonKind(typeErr.Type)))
 	}
 	return badRequest("invalid_json", err.Error())
+}
+
+// refuseNulls refuses a null given for a field of one value (a string, a
+// number, true or false, an object): encoding/json leaves such a field as
+// it was, so a client's null would be read as "absent", where the document
+// says the field takes a value of its type, and a client that means "clear
+// it" would see its request succeed and change nothing. A null list is an
+// empty one, as Go's own clients send a list they never filled.
+func refuseNulls(body []byte, v any) error {
+	nullable := []reflect.Kind{reflect.Pointer, reflect.Interface, reflect.Slice, reflect.Map}
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return nil
+	}
+	for name, raw := range fields {
+		if string(raw) != "null" {
+			continue
+		}
+		for _, f := range reflect.VisibleFields(t) {
+			if f.Anonymous {
+				continue // its fields are among the visible ones
+			}
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if tag == "" {
+				tag = f.Name
+			}
+			// encoding/json matches a key to a field without regard to case.
+			if strings.EqualFold(tag, name) && !slices.Contains(nullable, f.Type.Kind()) {
+				return badRequest("invalid_json", fmt.Sprintf("field %q must be %s, not null; leave it out instead", tag, jsonKind(f.Type)))
+			}
+		}
+	}
+	return nil
 }
 
 // jsonKind names what JSON value a field of Go type t takes, in the
