@@ -88,6 +88,12 @@ func New(d *desk.Desk, pool *pgxpool.Pool, auth Auth, logger *slog.Logger) (*Con
 
 func (c *Console) routes() {
 	c.mux.HandleFunc("GET "+Prefix+"/static/", func(w http.ResponseWriter, r *http.Request) {
+		// A name no file can have (not UTF-8, say) is no file: the file
+		// server would answer 500 for the error the FS gives it.
+		if name := strings.TrimPrefix(r.URL.Path, Prefix+"/static/"); name != "" && !fs.ValidPath(name) {
+			c.fail(w, r, http.StatusNotFound, "There is no such page.")
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		c.static.ServeHTTP(w, r)
 	})
