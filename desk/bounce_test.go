@@ -8,6 +8,7 @@ import (
 
 	"github.com/helpdesk-dev/helpdesk/desk"
 	"github.com/helpdesk-dev/helpdesk/mail"
+	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
@@ -17,12 +18,7 @@ func TestBounceReport(t *testing.T) {
 	t.Run("AReportOnOurReplyMarksItsRecipientSuppressesAndReopens", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t, true, withReplySecret)
-		ticket := w.open(t, "Parcel", "Hi.")
-		msg, _, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "On its way."})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.deliverAll(t)
+		ticket, msg := w.deliveredReply(t)
 		report := mailFrom("mailer-daemon@mx.example.com", "<b1@mx.example.com>", "Undelivered Mail", "Sorry.")
 		report.Report = &desk.DeliveryReport{OriginalMessageID: *msg.EmailMessageID,
 			Failed: map[string]string{ada.Email: "5.1.1 smtp; 550 5.1.1 User unknown"}}
@@ -99,12 +95,7 @@ func TestAReportNamingNoRecipientOfTheMailChangesNothing(t *testing.T) {
 		t.Run(map[bool]string{true: "Delayed", false: "Failed"}[delayed], func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, true, withReplySecret)
-			ticket := w.open(t, "Parcel", "Hi.")
-			msg, _, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "On its way."})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.deliverAll(t)
+			ticket, msg := w.deliveredReply(t)
 			before := len(w.messages(t, ticket.ID))
 			statuses := map[string]string{"victim@example.org": "4.4.7 smtp; 451 4.4.7 Still trying"}
 			report := mailFrom("mailer-daemon@mx.example.com", "<stranger@mx.example.com>", "Delivery Status", "Sorry.")
@@ -124,6 +115,18 @@ func TestAReportNamingNoRecipientOfTheMailChangesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deliveredReply is a customer's ticket with alice's reply, delivered.
+func (w *world) deliveredReply(t *testing.T) (*store.Ticket, *store.Message) {
+	t.Helper()
+	ticket := w.open(t, "Parcel", "Hi.")
+	msg, _, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "On its way."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.deliverAll(t)
+	return ticket, msg
 }
 
 const replySecret = "a secret of this test, long enough"
