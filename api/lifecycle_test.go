@@ -173,6 +173,12 @@ func TestTicketLifecycle(t *testing.T) {
 			status, resp := b.patch(t, b.agent, id, tc.change)
 			requireError(t, status, resp, 422, tc.code)
 		}
+		// A null is no value of a team, a status or a priority: refused,
+		// where encoding/json alone would read it as absent.
+		for _, field := range []string{"team", "status", "priority"} {
+			status, resp := b.patch(t, b.agent, id, map[string]any{field: nil, "assignee": "bilal"})
+			requireError(t, status, resp, 400, "invalid_json")
+		}
 		tk := b.ticket(t, b.agent, id)
 		if tk["status"] != "open" || tk["assignee"] != nil || tk["team"] != nil || tk["priority"] != nil || tk["events"] != nil {
 			t.Errorf("refused changes changed the ticket: %v", tk)
@@ -180,6 +186,12 @@ func TestTicketLifecycle(t *testing.T) {
 		status, resp := b.patch(t, b.agent, id, map[string]any{"assignee": "bilal", "team": "billing", "priority": 2})
 		if status != 200 || resp["assignee"] != "bilal" || resp["team"] != "billing" || resp["priority"] != float64(2) || len(resp["events"].([]any)) != 3 {
 			t.Errorf("a good change: %d %v", status, resp)
+		}
+		// As in a JSON merge patch (RFC 7396), a null assignee removes
+		// the one there is.
+		status, resp = b.patch(t, b.agent, id, map[string]any{"assignee": nil})
+		if status != 200 || resp["assignee"] != nil || len(resp["events"].([]any)) != 4 {
+			t.Errorf("a null assignee: %d %v, want the ticket unassigned", status, resp)
 		}
 	})
 

@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -60,7 +59,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		if _, extra := dec.Token(); extra != io.EOF {
 			return badRequest("invalid_json", "the body must hold one JSON object and nothing after it")
 		}
-		return refuseNulls(body, v)
+		return readNulls(body, v)
 	}
 	var syntax *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
@@ -79,19 +78,19 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return badRequest("invalid_json", err.Error())
 }
 
-// refuseNulls refuses a null given for a field of one value (a string, a
-// number, true or false, an object): encoding/json leaves such a field as
-// it was, so a client's null would be read as "absent", where the document
-// says the field takes a value of its type, and a client that means "clear
-// it" would see its request succeed and change nothing. A null list is an
-// empty one, as Go's own clients send a list they never filled.
-func refuseNulls(body []byte, v any) error {
-	nullable := []reflect.Kind{reflect.Pointer, reflect.Interface, reflect.Slice, reflect.Map}
-	t := reflect.TypeOf(v)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+// readNulls gives each null in the body its meaning, which encoding/json
+// does not: it leaves the field as it was, so a null would read as
+// "absent". A null list is an empty one (Go's own clients send a list they
+// never filled). A field tagged null:"empty" takes its empty value, as a
+// JSON merge patch's null removes what it names (RFC 7396): "assignee":
+// null is nobody. Any other field refuses null, where a client that meant
+// "clear it" would otherwise see its request succeed and change nothing.
+func readNulls(body []byte, v any) error {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv = rv.Elem()
 	}
-	if t.Kind() != reflect.Struct {
+	if rv.Kind() != reflect.Struct || !bytes.Contains(body, []byte("null")) {
 		return nil
 	}
 	var fields map[string]json.RawMessage
@@ -102,16 +101,22 @@ func refuseNulls(body []byte, v any) error {
 		if string(raw) != "null" {
 			continue
 		}
-		for _, f := range reflect.VisibleFields(t) {
-			if f.Anonymous {
-				continue // its fields are among the visible ones
-			}
+		for _, f := range reflect.VisibleFields(rv.Type()) {
 			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 			if tag == "" {
 				tag = f.Name
 			}
 			// encoding/json matches a key to a field without regard to case.
-			if strings.EqualFold(tag, name) && !slices.Contains(nullable, f.Type.Kind()) {
+			if f.Anonymous || !strings.EqualFold(tag, name) {
+				continue
+			}
+			switch field := rv.FieldByIndex(f.Index); {
+			case f.Type.Kind() == reflect.Slice || f.Type.Kind() == reflect.Map:
+			case f.Tag.Get("null") == "empty" && f.Type.Kind() == reflect.Pointer:
+				field.Set(reflect.New(f.Type.Elem()))
+			case f.Tag.Get("null") == "empty":
+				field.SetZero()
+			default:
 				return badRequest("invalid_json", fmt.Sprintf("field %q must be %s, not null; leave it out instead", tag, jsonKind(f.Type)))
 			}
 		}

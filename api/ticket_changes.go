@@ -13,7 +13,7 @@ import (
 
 type patchTicketRequest struct {
 	Status   *vocab.Status `json:"status"`
-	Assignee *string       `json:"assignee"` // an agent's name, "" for nobody
+	Assignee *string       `json:"assignee" null:"empty"` // an agent's name; "" or null for nobody
 	Team     *string       `json:"team"`
 	Priority *int          `json:"priority"`
 }
