@@ -101,8 +101,9 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request, serve func(http
 	if route == "" {
 		route = "unmatched" // a 404 for no endpoint: the path itself would make a label per URL
 	}
-	metrics.HTTPRequests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
-	metrics.HTTPDuration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+	method := methodLabel(r.Method)
+	metrics.HTTPRequests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()
+	metrics.HTTPDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
 	level := slog.LevelInfo
 	if rec.status >= 500 {
 		level = slog.LevelError
@@ -110,4 +111,17 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request, serve func(http
 	s.logger.LogAttrs(r.Context(), level, "request", slog.String("method", r.Method), slog.String("route", route),
 		slog.String("path", r.URL.Path), slog.Int("status", rec.status), slog.Duration("duration", elapsed),
 		slog.String("actor", info.actor), slog.String("request_id", id), slog.Int64("bytes", rec.bytes))
+}
+
+// methodLabel is a request's method as a metric's label: one of HTTP's own
+// (RFC 9110 §9), else "other". A method is any token the client likes, and
+// each label value is a series kept for the process's life: a stranger
+// sending methods of its own would otherwise grow the metrics without end.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }

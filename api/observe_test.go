@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -185,4 +186,32 @@ func TestMetricsAndRequestLogs(t *testing.T) {
 			t.Errorf("/metrics without Metrics: %d", resp.StatusCode)
 		}
 	})
+}
+
+// A method is any token a client likes; the metrics keep one series a
+// label value for the process's life, so a stranger's own methods are
+// counted as "other", never one series each.
+func TestAStrangersMethodsAddNoSeries(t *testing.T) {
+	t.Parallel()
+	b := jobstest.Setup(t)
+	ab := serveAPIWith(t, b, b.NewQueue(t), api.Config{Metrics: true})
+	for i := range 20 {
+		req, _ := http.NewRequest(fmt.Sprintf("PROBE%d", i), ab.url+"/v1/tickets", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	families := scrape(t, ab.url)
+	for _, m := range families["helpdesk_http_requests_total"].GetMetric() {
+		for _, l := range m.Label {
+			if l.GetName() == "method" && strings.HasPrefix(l.GetValue(), "PROBE") {
+				t.Fatalf("a series for method %s", l.GetValue())
+			}
+		}
+	}
+	if value(families, "helpdesk_http_requests_total", map[string]string{"method": "other"}) < 20 {
+		t.Error("the stranger's requests are not counted as method other")
+	}
 }
