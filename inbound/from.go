@@ -3,6 +3,7 @@ package inbound
 import (
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	netmail "net/mail"
 	"regexp"
@@ -15,8 +16,21 @@ import (
 
 // fromParser reads the From field as RFC 5322 §3.4 writes an address list,
 // its display names' encoded words decoded (RFC 2047) in every charset
-// go-message knows.
-var fromParser = netmail.AddressParser{WordDecoder: &mime.WordDecoder{CharsetReader: message.CharsetReader}}
+// go-message knows, and in any other kept as they came.
+var fromParser = netmail.AddressParser{WordDecoder: &mime.WordDecoder{CharsetReader: anyCharset}}
+
+// anyCharset reads text of a charset go-message knows as UTF-8, and of
+// any other as it came (its bytes made valid UTF-8 later, as Parse keeps a
+// text of an unknown charset). A display name in a charset nobody knows
+// ("unknown-8bit", RFC 1428, which MTAs write for 8-bit headers they could
+// not label) is still only a name: failing it would refuse the mail of a
+// sender whose address is plain.
+func anyCharset(charset string, input io.Reader) (io.Reader, error) {
+	if r, err := message.CharsetReader(charset, input); err == nil {
+		return r, nil
+	}
+	return input, nil
+}
 
 // hostname is a domain a DMARC checker can look up: labels of letters,
 // digits and hyphens (punycode for others), two or more.

@@ -5,6 +5,7 @@ import (
 	"net/mail"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/emersion/go-message"
 	gomail "github.com/emersion/go-message/mail"
@@ -60,13 +61,18 @@ func TestParseFromTakesOnlyOneWellFormedMailbox(t *testing.T) {
 		{[]string{"Ada <ada@bücher.de> (ada@example.com)"}, "ada@xn--bcher-kva.de"},
 		{[]string{"ada@b‍ücher.de"}, ""},                        // a joiner has no ASCII form
 		{[]string{"ada@exаmple.com"}, "ada@xn--exmple-4nf.com"}, // a Cyrillic а is another domain, not example.com
+		// A name in a charset nobody knows is still only a name (RFC 1428's
+		// unknown-8bit, which MTAs write for headers they could not label).
+		{[]string{"=?unknown-8bit?q?Ada_Lovel=E9ce?= <ada.lovelace@example.com>"}, "ada.lovelace@example.com"},
+		{[]string{"=?x-no-such-charset?b?QWRh?= <ada.lovelace@example.com>"}, "ada.lovelace@example.com"},
+		{[]string{"=?unknown-8bit?q?ada.lovelace@example.com?= <attacker@attacker.example>"}, ""}, // as in UTF-8: no parser agrees
 	} {
 		addr, name, err := parseFrom(tc.fields)
 		if addr != tc.want || (tc.want == "") != (err != nil) {
 			t.Errorf("%q: %q (%v), want %q", tc.fields, addr, err, tc.want)
 		}
-		if strings.Contains(name, "@") {
-			t.Errorf("%q: the name %q shows an address", tc.fields, name)
+		if strings.Contains(name, "@") || !utf8.ValidString(name) {
+			t.Errorf("%q: the name %q shows an address or is not UTF-8", tc.fields, name)
 		}
 	}
 }
