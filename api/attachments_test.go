@@ -158,6 +158,16 @@ func TestAttachments(t *testing.T) {
 		}
 	})
 
+	t.Run("AFileSentWithItsPathIsKeptByItsName", func(t *testing.T) {
+		t.Parallel()
+		b := setupAttachments(t, 0)
+		// As an old Windows browser sends it (RFC 7578 §4.2 allows a path).
+		status, _, resp := b.upload(t, b.agent, "file", `C:\Users\ada\scan.pdf`, "application/pdf", pdf, "")
+		if status != 201 || resp["filename"] != "scan.pdf" {
+			t.Errorf("%d %v, want the file kept as scan.pdf", status, resp)
+		}
+	})
+
 	t.Run("BadUploadsWriteNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setupAttachments(t, 1024)
@@ -171,6 +181,8 @@ func TestAttachments(t *testing.T) {
 			{"AnotherField", "agent", "photo", "a.png", []byte("x"), 400, "unknown_field"},
 			{"NoFilename", "agent", "file", "", []byte("x"), 422, "invalid_filename"},
 			{"ControlCharactersInTheName", "agent", "file", "a\x01b.txt", []byte("x"), 422, "invalid_filename"},
+			{"AFoldersName", "agent", "file", "..", []byte("x"), 422, "invalid_filename"},
+			{"APathToAFolder", "agent", "file", `C:\Users\ada\`, []byte("x"), 422, "invalid_filename"},
 			{"ACustomer", "customer", "file", "a.txt", []byte("x"), 403, "forbidden"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

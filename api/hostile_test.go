@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -92,6 +93,7 @@ type hostileRequest struct {
 	what        string
 	path, query string
 	body        []byte
+	contentType string // application/json when empty
 	idemKey     string
 }
 
@@ -155,6 +157,9 @@ func hostileRequests(op *openapi3.Operation, template, ticketID string) []hostil
 			}
 		}
 	}
+	if op.RequestBody != nil && op.RequestBody.Value.Content.Get("multipart/form-data") != nil {
+		return append(out, hostileUploads(plain)...)
+	}
 	if op.RequestBody == nil || op.RequestBody.Value.Content.Get("application/json") == nil {
 		return out
 	}
@@ -208,6 +213,43 @@ func hostileRequests(op *openapi3.Operation, template, ticketID string) []hostil
 	return out
 }
 
+// hostileUploads are multipart bodies of every wrong shape: file names
+// no file should have, parts that are no file, several files, bodies that
+// end early or never had a boundary.
+func hostileUploads(path string) []hostileRequest {
+	part := func(disposition, contentType, content string) string {
+		p := "--b\r\nContent-Disposition: " + disposition + "\r\n"
+		if contentType != "" {
+			p += "Content-Type: " + contentType + "\r\n"
+		}
+		return p + "\r\n" + content + "\r\n"
+	}
+	var out []hostileRequest
+	add := func(what, contentType, body string) {
+		out = append(out, hostileRequest{what: what, path: path, body: []byte(body), contentType: contentType})
+	}
+	for _, name := range append(slices.Clone(hostileStrings), "a/b.txt", "..", ".", "CON", "a\\b.txt") {
+		add("file name "+trim(name), "multipart/form-data; boundary=b", part(`form-data; name="file"; filename="`+name+`"`, "text/plain", "hello")+"--b--\r\n")
+	}
+	for _, disposition := range []string{`form-data; name="file"; filename*=utf-8''%00evil.exe`, `form-data; name="file"; filename*=x-unknown''a`,
+		`form-data; name="file"`, `form-data; name="other"; filename="a.txt"`, `form-data`, `attachment; filename="a.txt"`, ""} {
+		add("disposition "+trim(disposition), "multipart/form-data; boundary=b", part(disposition, "text/plain", "hello")+"--b--\r\n")
+	}
+	for _, contentType := range []string{"", "text/html", "application/x-msdownload", "image/svg+xml", "text/plain; charset=\"", "\xff/\xfe", strings.Repeat("a", 2000)} {
+		add("part type "+trim(contentType), "multipart/form-data; boundary=b", part(`form-data; name="file"; filename="a.txt"`, contentType, "hello")+"--b--\r\n")
+	}
+	two := part(`form-data; name="file"; filename="a.txt"`, "text/plain", "a") + part(`form-data; name="file"; filename="b.txt"`, "text/plain", "b") + "--b--\r\n"
+	add("two files", "multipart/form-data; boundary=b", two)
+	add("an empty file", "multipart/form-data; boundary=b", part(`form-data; name="file"; filename="a.txt"`, "text/plain", "")+"--b--\r\n")
+	add("no end", "multipart/form-data; boundary=b", part(`form-data; name="file"; filename="a.txt"`, "text/plain", "hello"))
+	add("no parts", "multipart/form-data; boundary=b", "--b--\r\n")
+	add("nothing", "multipart/form-data; boundary=b", "")
+	add("no boundary", "multipart/form-data", "--b--\r\n")
+	add("another boundary", "multipart/form-data; boundary=c", two)
+	add("JSON", "application/json", `{"file": "hello"}`)
+	return out
+}
+
 // plausibleValue is a value a property could take, for the properties a
 // body needs while another is made wrong: the first of its enum, an id of
 // its pattern, an address for an email.
@@ -256,7 +298,7 @@ func (b *apiBundle) hostile(t *testing.T, key, method string, p hostileRequest) 
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	if p.body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", cmp.Or(p.contentType, "application/json"))
 	}
 	if p.idemKey != "" {
 		req.Header.Set("Idempotency-Key", p.idemKey)

@@ -77,7 +77,7 @@ func (d *Desk) StoreUploadTx(ctx context.Context, tx *store.Tx, u *Upload) (*sto
 	if err := CheckFilename(u.Filename); err != nil {
 		return nil, err
 	}
-	list, err := tx.Store().InsertAttachments(ctx, nil, []*store.NewAttachment{{Filename: u.Filename, ContentType: UploadedType(u.ContentType),
+	list, err := tx.Store().InsertAttachments(ctx, nil, []*store.NewAttachment{{Filename: FileName(u.Filename), ContentType: UploadedType(u.ContentType),
 		Size: int64(len(u.Content)), Content: blob.FromBytes(u.Content), UploadedBy: u.Agent}})
 	if err != nil {
 		return nil, err
@@ -93,11 +93,13 @@ const MaxFilenameBytes = 255
 var ErrInvalidFilename = errors.New("invalid filename")
 
 // CheckFilename refuses an upload's name that is empty, too long, not
-// UTF-8 or has control characters.
+// UTF-8 or has control characters, or whose file name (FileName) is none.
 func CheckFilename(name string) error {
-	switch {
+	switch base := FileName(name); {
 	case strings.TrimSpace(name) == "":
 		return fmt.Errorf("%w: the file needs a name", ErrInvalidFilename)
+	case strings.TrimSpace(base) == "" || base == "." || base == "..":
+		return fmt.Errorf("%w: %q names a folder, not a file", ErrInvalidFilename, name)
 	case len(name) > MaxFilenameBytes:
 		return fmt.Errorf("%w: the name has %d bytes; at most %d", ErrInvalidFilename, len(name), MaxFilenameBytes)
 	case !utf8.ValidString(name):
@@ -106,6 +108,14 @@ func CheckFilename(name string) error {
 		return fmt.Errorf("%w: the name has control characters", ErrInvalidFilename)
 	}
 	return nil
+}
+
+// FileName is the name of the file an upload's name names: what follows
+// its last slash or backslash. A client may send a path (RFC 7578 §4.2;
+// an old Windows browser sends C:\Users\…), and a name is kept and mailed
+// without one, as a recipient would strip it anyway (RFC 6266 §4.3).
+func FileName(name string) string {
+	return name[strings.LastIndexAny(name, `/\`)+1:]
 }
 
 // UploadedType is the type a client named for its file, as a well-formed

@@ -255,10 +255,7 @@ func (w *walker) keep(h message.Header, name, mediaType, disposition string, bod
 // fileName is the last element of a name that may carry a client's folder
 // (`C:\Users\ada\scan.pdf`, "../x"), on one line.
 func fileName(name string) string {
-	name = oneLine(name)
-	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
-		name = name[i+1:]
-	}
+	name = desk.FileName(oneLine(name))
 	if name == "." || name == ".." {
 		return ""
 	}
