@@ -98,11 +98,14 @@ func (e *SenderError) Error() string { return ErrNoSender.Error() + ": " + e.Pro
 
 func (e *SenderError) Unwrap() error { return ErrNoSender }
 
-// AcceptsRecipient reports whether rcpt is at one of the support domains.
+// AcceptsRecipient reports whether rcpt is at one of the support domains,
+// or is postmaster without a domain.
 func (d *Desk) AcceptsRecipient(rcpt string) bool {
 	_, domain, ok := strings.Cut(strings.ToLower(rcpt), "@")
 	if !ok {
-		return false
+		// RFC 5321 §4.5.1: a server MUST take "RCPT TO:<Postmaster>",
+		// without a domain; its mail comes to the desk as any other.
+		return strings.EqualFold(rcpt, "postmaster") && len(d.config.Domains) > 0
 	}
 	for _, dom := range d.config.Domains {
 		if domain == dom {

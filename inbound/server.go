@@ -131,6 +131,7 @@ type session struct {
 	tls        bool // the session runs over TLS (after STARTTLS)
 	requireTLS bool
 	utf8       bool // the transaction's MAIL asked for SMTPUTF8
+	open       bool // a MAIL was taken, and no DATA, RSET or EHLO has ended its transaction
 }
 
 // newSession starts a session at EHLO, the first one or the one after
@@ -151,7 +152,15 @@ func newSession(rc *Receiver, config ServerConfig, c *smtp.Conn) *session {
 
 var errTLSRequired = &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0}, Message: "Must issue a STARTTLS command first"}
 
+// errNestedMail refuses a MAIL inside an open transaction, which a client
+// MUST NOT send (RFC 5321 §4.1.4): taking it would mix the recipients of
+// the two, in Postfix's words.
+var errNestedMail = &smtp.SMTPError{Code: 503, EnhancedCode: smtp.EnhancedCode{5, 5, 1}, Message: "Error: nested MAIL command"}
+
 func (s *session) Mail(from string, opts *smtp.MailOptions) error {
+	if s.open {
+		return errNestedMail
+	}
 	if s.requireTLS && !s.tls {
 		metrics.InboundMessages.WithLabelValues("refused").Inc()
 		return errTLSRequired // RFC 3207 §4
@@ -164,7 +173,7 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	if s.conn != nil {
 		s.conn.startMessage()
 	}
-	s.env.MailFrom = from
+	s.env.MailFrom, s.open = from, true
 	return nil
 }
 
@@ -249,7 +258,7 @@ func replyDetail(s string) string {
 // The longest line go-smtp reads: past it, it gives up on the stream.
 const readLine = 1 << 20
 
-func (s *session) Reset()        { s.env.Rcpts, s.env.MailFrom = nil, "" }
+func (s *session) Reset()        { s.env.Rcpts, s.env.MailFrom, s.open = nil, "", false }
 func (s *session) Logout() error { return nil }
 
 // sessionListener runs at most cap(slots) sessions at once and gives each
