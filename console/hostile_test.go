@@ -3,8 +3,11 @@ package console_test
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/helpdesk-dev/helpdesk/store"
 )
 
 // hostileValues are what no path, query or form field should choke on.
@@ -90,6 +93,29 @@ func TestEveryConsolePageRefusesWhatItCannotTakeCleanly(t *testing.T) {
 		} {
 			send("POST", fill(w.ticket, "1"), body.contentType, body.body)
 		}
+	}
+	// Nobody signed in: every page but the sign-in's sends the browser
+	// there, and no form does anything.
+	nobody := w.client(t)
+	nobody.http.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	for _, r := range routes {
+		if strings.HasPrefix(r.path, "/ui/static/") {
+			continue
+		}
+		path := strings.NewReplacer("{id}", w.ticket, "{x}", "1").Replace(r.path)
+		sent++
+		var status int
+		if r.method == "GET" {
+			status, _ = nobody.get(path)
+		} else {
+			status, _ = nobody.post(path, url.Values{"body": {"from nobody"}})
+		}
+		if status != http.StatusSeeOther && status != http.StatusUnauthorized && status != http.StatusForbidden {
+			t.Errorf("nobody: %s %s: %d, want to be sent to sign in or refused", r.method, path, status)
+		}
+	}
+	if msgs, err := w.Store.ListMessages(w.Ctx, w.ticket); err != nil || slices.ContainsFunc(msgs, func(m *store.Message) bool { return m.Body == "from nobody" }) {
+		t.Errorf("a form posted by nobody was kept (%v)", err)
 	}
 	// Signing in with what is no key.
 	stranger := w.client(t)
