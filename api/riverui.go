@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -83,7 +84,7 @@ func (s *Server) MountUI() error {
 			return
 		}
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			ui.ServeHTTP(w, r)
+			serveUI(ui, w, r)
 			return
 		}
 		path := strings.TrimPrefix(r.URL.Path, UIPrefix)
@@ -105,7 +106,7 @@ func (s *Server) MountUI() error {
 			// The queues' pause, resume and settings, and whatever else
 			// River UI may add that changes something.
 			if s.uiAdmin(w, r, "change queues") {
-				ui.ServeHTTP(w, r)
+				serveUI(ui, w, r)
 			}
 		}
 	}))
@@ -301,4 +302,62 @@ func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request, do func(ctx cont
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// serveUI serves a River UI request, its refusals in the API's shape:
+// River UI's API answers {"message"}, and every refusal of ours is
+// {"error", "message"}, so a client (or a probe) reads one shape anywhere.
+// The UI's own page reads the message as before.
+func serveUI(ui http.Handler, w http.ResponseWriter, r *http.Request) {
+	ew := &uiErrorWriter{ResponseWriter: w}
+	ui.ServeHTTP(ew, r)
+	ew.finish()
+}
+
+// uiErrorWriter holds back an answer of 400 or more, to give it an error code.
+type uiErrorWriter struct {
+	http.ResponseWriter
+	status int
+	body   []byte
+}
+
+func (e *uiErrorWriter) WriteHeader(status int) {
+	if e.status != 0 {
+		return
+	}
+	e.status = status
+	if status < 400 {
+		e.ResponseWriter.WriteHeader(status)
+	}
+}
+
+func (e *uiErrorWriter) Write(b []byte) (int, error) {
+	if e.status == 0 {
+		e.WriteHeader(http.StatusOK)
+	}
+	if e.status < 400 {
+		return e.ResponseWriter.Write(b)
+	}
+	if len(e.body)+len(b) <= uiMaxBody {
+		e.body = append(e.body, b...)
+	}
+	return len(b), nil
+}
+
+func (e *uiErrorWriter) finish() {
+	if e.status < 400 {
+		return
+	}
+	var answer struct {
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(e.body, &answer)
+	message := cmp.Or(answer.Message, http.StatusText(e.status))
+	code := map[int]string{http.StatusBadRequest: "invalid_request", http.StatusNotFound: "not_found",
+		http.StatusForbidden: "forbidden", http.StatusConflict: "conflict", http.StatusMethodNotAllowed: "method_not_allowed"}[e.status]
+	if code == "" {
+		code = strings.ReplaceAll(strings.ToLower(http.StatusText(e.status)), " ", "_")
+	}
+	e.Header().Del("Content-Length")
+	writeJSON(e.ResponseWriter, e.status, map[string]string{"error": code, "message": message})
 }

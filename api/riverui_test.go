@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -114,6 +115,27 @@ func TestRiverUIIsForAgentsOnly(t *testing.T) {
 		}
 		if resp := uiRequest(t, "GET", ts.URL+"/riverui/api/jobs?kinds=triage&queues=triage", "", bearer(ab.agent)); resp.StatusCode != 200 {
 			t.Errorf("a filter of text: %d", resp.StatusCode)
+		}
+	})
+
+	t.Run("ItsOwnRefusalsAreInTheAPIsShape", func(t *testing.T) {
+		for _, tc := range []struct{ path, code string }{
+			{"/riverui/api/jobs?limit=-1", "invalid_request"},
+			{"/riverui/api/jobs/99999999999999999999", "invalid_request"},
+			{"/riverui/api/jobs/123456789", "not_found"},
+		} {
+			req, _ := http.NewRequest("GET", ts.URL+tc.path, nil)
+			bearer(ab.agent)(req)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var answer map[string]any
+			err = json.NewDecoder(resp.Body).Decode(&answer)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode >= 500 || resp.StatusCode < 400 || answer["error"] != tc.code || answer["message"] == "" {
+				t.Errorf("GET %s: %d %v (%v), want a refusal {error: %s, message}", tc.path, resp.StatusCode, answer, err, tc.code)
+			}
 		}
 	})
 
