@@ -308,17 +308,22 @@ func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request, do func(ctx cont
 // River UI's API answers {"message"}, and every refusal of ours is
 // {"error", "message"}, so a client (or a probe) reads one shape anywhere.
 // The UI's own page reads the message as before.
+//
+// A path under its API that it has no endpoint for gets the UI's page
+// (its router sends every unknown path there); that is a 404 here.
 func serveUI(ui http.Handler, w http.ResponseWriter, r *http.Request) {
-	ew := &uiErrorWriter{ResponseWriter: w}
+	ew := &uiErrorWriter{ResponseWriter: w, api: strings.HasPrefix(r.URL.Path, UIPrefix+"/api/")}
 	ui.ServeHTTP(ew, r)
-	ew.finish()
+	ew.finish(r)
 }
 
 // uiErrorWriter holds back an answer of 400 or more, to give it an error code.
 type uiErrorWriter struct {
 	http.ResponseWriter
-	status int
-	body   []byte
+	api       bool // the request is for River UI's API
+	status    int
+	noneThere bool // the UI's page for an API path
+	body      []byte
 }
 
 func (e *uiErrorWriter) WriteHeader(status int) {
@@ -326,7 +331,10 @@ func (e *uiErrorWriter) WriteHeader(status int) {
 		return
 	}
 	e.status = status
-	if status < 400 {
+	if e.api && status < 300 && strings.HasPrefix(e.Header().Get("Content-Type"), "text/html") {
+		e.status, e.noneThere = http.StatusNotFound, true
+	}
+	if e.status < 400 {
 		e.ResponseWriter.WriteHeader(status)
 	}
 }
@@ -344,14 +352,18 @@ func (e *uiErrorWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func (e *uiErrorWriter) finish() {
+func (e *uiErrorWriter) finish(r *http.Request) {
 	if e.status < 400 {
 		return
 	}
 	var answer struct {
 		Message string `json:"message"`
 	}
-	_ = json.Unmarshal(e.body, &answer)
+	if e.noneThere {
+		answer.Message = "no such endpoint: " + r.URL.Path
+	} else {
+		_ = json.Unmarshal(e.body, &answer)
+	}
 	message := cmp.Or(answer.Message, http.StatusText(e.status))
 	code := map[int]string{http.StatusBadRequest: "invalid_request", http.StatusNotFound: "not_found",
 		http.StatusForbidden: "forbidden", http.StatusConflict: "conflict", http.StatusMethodNotAllowed: "method_not_allowed"}[e.status]
@@ -359,5 +371,6 @@ func (e *uiErrorWriter) finish() {
 		code = strings.ReplaceAll(strings.ToLower(http.StatusText(e.status)), " ", "_")
 	}
 	e.Header().Del("Content-Length")
+	e.Header().Del("Content-Encoding")
 	writeJSON(e.ResponseWriter, e.status, map[string]string{"error": code, "message": message})
 }

@@ -123,6 +123,7 @@ func TestRiverUIIsForAgentsOnly(t *testing.T) {
 			{"/riverui/api/jobs?limit=-1", "invalid_request"},
 			{"/riverui/api/jobs/99999999999999999999", "invalid_request"},
 			{"/riverui/api/jobs/123456789", "not_found"},
+			{"/riverui/api/no-such-endpoint", "not_found"}, // River UI's router gives its page for it
 		} {
 			req, _ := http.NewRequest("GET", ts.URL+tc.path, nil)
 			bearer(ab.agent)(req)
