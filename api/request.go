@@ -78,9 +78,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return badRequest("invalid_json", err.Error())
 }
 
-// readNulls gives each null in the body its meaning, which encoding/json
-// does not: it leaves the field as it was, so a null would read as
-// "absent". A null list is an empty one (Go's own clients send a list they
+// readNulls gives each null among the body's own fields (not those of an
+// object inside it) its meaning, which encoding/json does not: it leaves
+// the field as it was, so a null would read as "absent". A null list is an empty one (Go's own clients send a list they
 // never filled). A field tagged null:"empty" takes its empty value, as a
 // JSON merge patch's null removes what it names (RFC 7396): "assignee":
 // null is nobody. Any other field refuses null, where a client that meant
