@@ -18,6 +18,7 @@ import (
 	"github.com/helpdesk-dev/helpdesk/fetcher"
 	"github.com/helpdesk-dev/helpdesk/fetcher/imaptest"
 	"github.com/helpdesk-dev/helpdesk/inbound"
+	"github.com/helpdesk-dev/helpdesk/inbound/inboundtest"
 	"github.com/helpdesk-dev/helpdesk/jobs"
 	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
 	"github.com/helpdesk-dev/helpdesk/mail"
@@ -363,6 +364,28 @@ func TestFetchingAMailbox(t *testing.T) {
 		})
 		if n := w.count(t, `SELECT count(*) FROM messages WHERE body LIKE '%Who wrote this%'`); n != 0 {
 			t.Errorf("%d messages of the mail with no usable sender, want none", n)
+		}
+	})
+
+	// What the listener takes or refuses for good, a mailbox files or
+	// passes by: no hostile mail stops the mail behind it.
+	t.Run("HostileMailIsFiledOrPassedByAndTheMailBehindItArrives", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		const n = 40
+		for i := range n {
+			put(t, s, "INBOX", inboundtest.Hostile(i))
+		}
+		put(t, s, "INBOX", customerMail(99, "last@example.net"))
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 60*time.Second, "the last mail's ticket", func() bool {
+			return w.count(t, `SELECT count(*) FROM messages WHERE body LIKE '%Question number 99.%'`) == 1
+		})
+		in, done := s.Count("INBOX"), s.Count("Processed")
+		t.Logf("%d filed, %d passed by", done, in)
+		if in+done != n+1 || done == 0 {
+			t.Errorf("%d left in the inbox and %d filed, want the %d mails in one or the other", in, done, n+1)
 		}
 	})
 
