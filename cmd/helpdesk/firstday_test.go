@@ -39,6 +39,35 @@ func TestFirstDayMistakesSayWhatToDo(t *testing.T) {
 		}
 	})
 
+	// A second line for the same customer would overwrite the first, and a
+	// name PostgreSQL's text cannot hold would come back as its error.
+	t.Run("ARowGivenTwiceOrANameWithAControlCharacterIsRefusedBeforeTheDatabase", func(t *testing.T) {
+		t.Parallel()
+		env := map[string]string{"DATABASE_URL": migratedURL(t)}
+		for rows, want := range map[string]string{
+			"C-0001,Ada,ada@example.com\nC-0001,Bram,bram@example.com": `customers.csv line 3: id "C-0001" is on line 2 too`,
+			"C-0001,Ada,ada@example.com\nC-0002,Bram,ADA@example.com":  `customers.csv line 3: email "ADA@example.com" is on line 2 too`,
+			"C-0001,Ada\x00Lovelace,ada@example.com":                   "customers.csv line 2: C-0001: name must not contain control characters",
+			"C-0001,Ada \xff,ada@example.com":                          "customers.csv line 2: C-0001: name must be UTF-8",
+		} {
+			code, _, stderr := runCmd(t, env, "load", "-dir", loadDir(t, rows))
+			if code != 2 || !strings.Contains(stderr, want) || strings.Contains(stderr, "SQLSTATE") {
+				t.Errorf("%q: exit %d, %q; want exit 2 saying %q", rows, code, stderr, want)
+			}
+		}
+		if code, stdout, _ := runCmd(t, env, "customer", "list"); code != 0 || strings.Contains(stdout, "C-0001") {
+			t.Errorf("customer list after refused loads: exit %d, %q", code, stdout)
+		}
+		// An address that is another customer's already, in the database.
+		if code, _, stderr := runCmd(t, env, "load", "-dir", loadDir(t, "C-0001,Ada,ada@example.com")); code != 0 {
+			t.Fatalf("load: exit %d, %q", code, stderr)
+		}
+		code, _, stderr := runCmd(t, env, "load", "-dir", loadDir(t, "C-0002,Ada Two,ada@example.com"))
+		if want := "customer C-0002: ada@example.com is another customer's address already"; code != 2 || !strings.Contains(stderr, want) {
+			t.Errorf("exit %d, %q; want exit 2 saying %q", code, stderr, want)
+		}
+	})
+
 	// Mail from jörg@bücher.de names jörg@xn--bcher-kva.de (RFC 5891):
 	// loaded, the same customer is the one mail finds.
 	t.Run("AnAddressIsLoadedAsMailFromItNamesIt", func(t *testing.T) {

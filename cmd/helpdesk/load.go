@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -90,7 +92,11 @@ func loadData(ctx context.Context, pool *pgxpool.Pool, dir fs.FS, reset bool) (c
 			}
 		}
 		for _, r := range custRows {
-			if err := st.UpsertCustomer(ctx, &store.InsertCustomerParams{ID: r[0], Name: r[1], Email: r[2]}); err != nil {
+			err := st.UpsertCustomer(ctx, &store.InsertCustomerParams{ID: r[0], Name: r[1], Email: r[2]})
+			if errors.Is(err, store.ErrConflict) {
+				return usageErrorf("customers.csv: customer %s: %s is another customer's address already", r[0], r[2])
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -101,7 +107,11 @@ func loadData(ctx context.Context, pool *pgxpool.Pool, dir fs.FS, reset bool) (c
 					teams = append(teams, t)
 				}
 			}
-			if err := st.UpsertAgent(ctx, &store.UpsertAgentParams{Name: r[0], DisplayName: r[1], Email: r[2], Teams: teams}); err != nil {
+			err := st.UpsertAgent(ctx, &store.UpsertAgentParams{Name: r[0], DisplayName: r[1], Email: r[2], Teams: teams})
+			if errors.Is(err, store.ErrConflict) {
+				return usageErrorf("agents.csv: agent %s: %s is another agent's address already", r[0], r[2])
+			}
+			if err != nil {
 				return usageErrorf("agents.csv: agent %s: %v", r[0], err)
 			}
 		}
@@ -135,31 +145,54 @@ func readCSV(dir fs.FS, name string, columns ...string) ([][]string, error) {
 // checkRows checks every value before the database sees any: the line and
 // the value wrong, and what it should look like. It writes each address
 // back as mail.ParseAddress reads it.
+// A value given twice (an id, a name, an address) is refused, where the
+// second would silently overwrite the first.
 func checkRows(customers, agents [][]string) error {
+	// seen remembers on which line of a file each value was first given.
+	seen := map[string]int{}
+	twice := func(file, what, value string, line int) error {
+		key := file + "\x00" + what + "\x00" + strings.ToLower(value)
+		if first, ok := seen[key]; ok {
+			return usageErrorf("%s line %d: %s %q is on line %d too", file, line, what, value, first)
+		}
+		seen[key] = line
+		return nil
+	}
 	for i, r := range customers {
 		line := i + 2 // after the header
 		if !vocab.CustomerIDPattern.MatchString(r[0]) {
 			return usageErrorf("customers.csv line %d: id %q: want C- and at least four digits, such as C-0007", line, r[0])
 		}
-		if strings.TrimSpace(r[1]) == "" {
-			return usageErrorf("customers.csv line %d: %s has no name", line, r[0])
+		if err := desk.CheckName(r[1]); err != nil {
+			return usageErrorf("customers.csv line %d: %s: %v", line, r[0], err)
 		}
 		a, err := mail.ParseAddress(r[2])
 		if err != nil || a.Name != "" {
 			return usageErrorf("customers.csv line %d: email %q: want one address such as ada@example.com", line, r[2])
 		}
 		r[2] = a.Address // as mail from it names it: an IDN domain in its ASCII form
+		if err := cmp.Or(twice("customers.csv", "id", r[0], line), twice("customers.csv", "email", r[2], line)); err != nil {
+			return err
+		}
 	}
 	for i, r := range agents {
 		line := i + 2
 		if !vocab.AgentNamePattern.MatchString(r[0]) {
 			return usageErrorf("agents.csv line %d: name %q: lower case letters, digits, . _ - (up to 64), such as alice", line, r[0])
 		}
+		if r[1] != "" {
+			if err := desk.CheckName(r[1]); err != nil {
+				return usageErrorf("agents.csv line %d: display_name of %s: %v", line, r[0], err)
+			}
+		}
 		a, err := mail.ParseAddress(r[2])
 		if err != nil || a.Name != "" {
 			return usageErrorf("agents.csv line %d: email %q: want one address such as alice@support.example.com", line, r[2])
 		}
 		r[2] = a.Address
+		if err := cmp.Or(twice("agents.csv", "name", r[0], line), twice("agents.csv", "email", r[2], line)); err != nil {
+			return err
+		}
 		for _, t := range strings.Split(r[3], ";") {
 			if t = strings.TrimSpace(t); t != "" && !desk.TeamName.MatchString(t) {
 				return usageErrorf("agents.csv line %d: team %q: lower case letters, digits, _ - (teams separated by ;), such as billing;shipping", line, t)
