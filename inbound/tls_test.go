@@ -3,8 +3,12 @@ package inbound_test
 import (
 	"bytes"
 	"crypto/tls"
+	"io"
+	"net"
+	"net/textproto"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-smtp"
 
@@ -55,6 +59,60 @@ func TestInboundTLS(t *testing.T) {
 		}
 		if err := sendOver(t, b.addr, nil, "<plain.1@example.com>"); err != nil {
 			t.Errorf("without REQUIRE_TLS a plain mail is taken: %v", err)
+		}
+	})
+
+	// A command sent in the clear behind STARTTLS (CVE-2011-0411's
+	// injection) is never run as if it came over TLS: what was read before
+	// the handshake is dropped with the plain session.
+	t.Run("ACommandSentInTheClearBehindSTARTTLSIsNeverRun", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com", TLS: cert.Server})
+		conn, err := net.Dial("tcp", b.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		// A listener that stops answering fails the test, not CI's timeout.
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		plain := textproto.NewConn(conn)
+		if _, _, err := plain.ReadResponse(220); err != nil {
+			t.Fatal(err)
+		}
+		if err := plain.PrintfLine("EHLO mx.example.net"); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := plain.ReadResponse(250); err != nil {
+			t.Fatal(err)
+		}
+		// One write: the injected MAIL rides in the same packet.
+		if _, err := io.WriteString(conn, "STARTTLS\r\nMAIL FROM:<evil@attacker.example>\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := plain.ReadResponse(220); err != nil {
+			t.Fatal(err)
+		}
+		tc := tls.Client(conn, client)
+		if err := tc.Handshake(); err != nil {
+			return // the injected bytes broke the handshake: nothing of theirs ran either
+		}
+		secure := textproto.NewConn(tc)
+		for _, step := range []struct {
+			cmd  string
+			want int
+		}{
+			{"EHLO mx.example.net", 250},
+			// Had the injected MAIL been run after the handshake, this
+			// would be a recipient of the attacker's transaction.
+			{"RCPT TO:<support@helpdesk.example.com>", 502},
+		} {
+			if err := secure.PrintfLine("%s", step.cmd); err != nil {
+				t.Fatal(err)
+			}
+			if code, msg, err := secure.ReadResponse(0); err != nil || code != step.want {
+				t.Fatalf("%s over TLS: %d %s (%v), want %d", step.cmd, code, msg, err, step.want)
+			}
 		}
 	})
 
