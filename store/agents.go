@@ -39,11 +39,19 @@ type UpsertAgentParams struct {
 
 // UpsertAgent adds the agent, or updates its name, email and teams.
 func (s *Store) UpsertAgent(ctx context.Context, p *UpsertAgentParams) error {
-	_, err := s.db.Exec(ctx,
-		`INSERT INTO agents (name, display_name, email, signature, admin) VALUES ($1, $2, $3, coalesce($4, ''), coalesce($5, false))
+	// An address is one mailbox whatever its case, and mail is matched to
+	// agents without regard to it: another agent's address in other case
+	// is a conflict, as the same address is by the unique constraint.
+	tag, err := s.db.Exec(ctx,
+		`INSERT INTO agents (name, display_name, email, signature, admin)
+		SELECT $1, $2, $3, coalesce($4, ''), coalesce($5, false)
+		WHERE NOT EXISTS (SELECT 1 FROM agents WHERE lower(email) = lower($3) AND name <> $1)
 		ON CONFLICT (name) DO UPDATE SET display_name = EXCLUDED.display_name, email = EXCLUDED.email,
 			signature = coalesce($4, agents.signature), admin = coalesce($5, agents.admin)`,
 		p.Name, p.DisplayName, p.Email, p.Signature, p.Admin)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = fmt.Errorf("%w: %s is another agent's address", ErrConflict, p.Email)
+	}
 	if err != nil {
 		return fmt.Errorf("upsert agent %s: %w", p.Name, interpretError(err))
 	}

@@ -141,6 +141,7 @@ func TestYourOwnTeam(t *testing.T) {
 		{[]string{"agent", "add", "eve", "-email", "not an address", "-team", "billing"}, "-email"},
 		{[]string{"agent", "add", "eve", "-email", "eve@example.com", "-team", "Billing Team"}, "-team"},
 		{[]string{"agent", "add", "eve", "-email", "dana@support.example.com", "-team", "billing"}, "another agent has the address"},
+		{[]string{"agent", "add", "eve", "-email", "DANA@Support.example.com", "-team", "billing"}, "another agent has the address"},
 		{[]string{"agent", "disable", "nobody"}, "there is no agent nobody"},
 		{[]string{"customer", "add", "-email", "walter@example.com", "-name", "Again"}, "exists already"},
 		{[]string{"customer", "add", "-email", "x@example.com"}, "-name"},
