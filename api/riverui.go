@@ -84,7 +84,7 @@ func (s *Server) MountUI() error {
 			return
 		}
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			serveUI(ui, w, r)
+			s.serveUI(ui, w, r)
 			return
 		}
 		path := strings.TrimPrefix(r.URL.Path, UIPrefix)
@@ -106,7 +106,7 @@ func (s *Server) MountUI() error {
 			// The queues' pause, resume and settings, and whatever else
 			// River UI may add that changes something.
 			if s.uiAdmin(w, r, "change queues") {
-				serveUI(ui, w, r)
+				s.serveUI(ui, w, r)
 			}
 		}
 	}))
@@ -311,10 +311,14 @@ func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request, do func(ctx cont
 //
 // A path under its API that it has no endpoint for gets the UI's page
 // (its router sends every unknown path there); that is a 404 here.
-func serveUI(ui http.Handler, w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveUI(ui http.Handler, w http.ResponseWriter, r *http.Request) {
 	ew := &uiErrorWriter{ResponseWriter: w, api: strings.HasPrefix(r.URL.Path, UIPrefix+"/api/")}
 	ui.ServeHTTP(ew, r)
-	ew.finish(r)
+	if refusal := ew.refusal(r); refusal != nil {
+		ew.Header().Del("Content-Length")
+		ew.Header().Del("Content-Encoding")
+		s.writeError(ew.ResponseWriter, r, refusal)
+	}
 }
 
 // uiErrorWriter holds back an answer of 400 or more, to give it an error code.
@@ -352,9 +356,11 @@ func (e *uiErrorWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func (e *uiErrorWriter) finish(r *http.Request) {
+// refusal is River UI's answer of 400 or more as the API's error, its
+// message kept; nil for any other answer, which has gone out as it was.
+func (e *uiErrorWriter) refusal(r *http.Request) *Error {
 	if e.status < 400 {
-		return
+		return nil
 	}
 	var answer struct {
 		Message string `json:"message"`
@@ -364,13 +370,10 @@ func (e *uiErrorWriter) finish(r *http.Request) {
 	} else {
 		_ = json.Unmarshal(e.body, &answer)
 	}
-	message := cmp.Or(answer.Message, http.StatusText(e.status))
 	code := map[int]string{http.StatusBadRequest: "invalid_request", http.StatusNotFound: "not_found",
 		http.StatusForbidden: "forbidden", http.StatusConflict: "conflict", http.StatusMethodNotAllowed: "method_not_allowed"}[e.status]
 	if code == "" {
 		code = strings.ReplaceAll(strings.ToLower(http.StatusText(e.status)), " ", "_")
 	}
-	e.Header().Del("Content-Length")
-	e.Header().Del("Content-Encoding")
-	writeJSON(e.ResponseWriter, e.status, map[string]string{"error": code, "message": message})
+	return &Error{Status: e.status, Code: code, Message: cmp.Or(answer.Message, http.StatusText(e.status))}
 }
