@@ -70,6 +70,24 @@ func (b *bundle) listen(t *testing.T, config inbound.ServerConfig) {
 	t.Cleanup(func() { _ = srv.Close() })
 }
 
+// greeted is a client that speaks SMTP to the listener by hand, the
+// greeting read. It gives up after 30s of silence: a listener that stops
+// answering fails the test, not CI's timeout.
+func (b *bundle) greeted(t *testing.T) (net.Conn, *textproto.Conn) {
+	t.Helper()
+	conn, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	c := textproto.NewConn(conn)
+	if code, msg, err := c.ReadResponse(220); err != nil {
+		t.Fatalf("greeting: %d %s (%v)", code, msg, err)
+	}
+	return conn, c
+}
+
 func (b *bundle) receive(t *testing.T, raw []byte, rcpts ...string) *desk.Filed {
 	t.Helper()
 	if len(rcpts) == 0 {
@@ -415,14 +433,7 @@ func TestInboundSMTP(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com"})
-		conn, err := net.Dial("tcp", b.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// A listener that stops answering fails the test, not CI's timeout.
-		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-		c := textproto.NewConn(conn)
-		defer c.Close()
+		_, c := b.greeted(t)
 		say := func(cmd string, want int) string {
 			t.Helper()
 			if cmd != "" {
@@ -436,7 +447,6 @@ func TestInboundSMTP(t *testing.T) {
 			}
 			return msg
 		}
-		say("", 220)
 		say("EHLO client.example.org", 250)
 		if msg := say("MAIL FROM:<jörg@bücher.de>", 553); !strings.HasPrefix(msg, "5.6.7 ") {
 			t.Errorf("MAIL with a unicode address: %q, want 5.6.7", msg)

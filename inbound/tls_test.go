@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"crypto/tls"
 	"io"
-	"net"
 	"net/textproto"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/emersion/go-smtp"
 
@@ -69,17 +67,7 @@ func TestInboundTLS(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com", TLS: cert.Server})
-		conn, err := net.Dial("tcp", b.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		// A listener that stops answering fails the test, not CI's timeout.
-		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-		plain := textproto.NewConn(conn)
-		if _, _, err := plain.ReadResponse(220); err != nil {
-			t.Fatal(err)
-		}
+		conn, plain := b.greeted(t)
 		if err := plain.PrintfLine("EHLO mx.example.net"); err != nil {
 			t.Fatal(err)
 		}
