@@ -162,9 +162,11 @@ func TestAttachments(t *testing.T) {
 		t.Parallel()
 		b := setupAttachments(t, 0)
 		// As an old Windows browser sends it (RFC 7578 §4.2 allows a path).
-		status, _, resp := b.upload(t, b.agent, "file", `C:\Users\ada\scan.pdf`, "application/pdf", pdf, "")
-		if status != 201 || resp["filename"] != "scan.pdf" {
-			t.Errorf("%d %v, want the file kept as scan.pdf", status, resp)
+		for _, path := range []string{`C:\Users\ada\scan.pdf`, `C:\` + strings.Repeat(`deep\`, 60) + "scan.pdf"} {
+			status, _, resp := b.upload(t, b.agent, "file", path, "application/pdf", pdf, "")
+			if status != 201 || resp["filename"] != "scan.pdf" {
+				t.Errorf("%.40q: %d %v, want the file kept as scan.pdf", path, status, resp)
+			}
 		}
 	})
 

@@ -100,8 +100,8 @@ func CheckFilename(name string) error {
 		return fmt.Errorf("%w: the file needs a name", ErrInvalidFilename)
 	case strings.TrimSpace(base) == "" || base == "." || base == "..":
 		return fmt.Errorf("%w: %q names a folder, not a file", ErrInvalidFilename, name)
-	case len(name) > MaxFilenameBytes:
-		return fmt.Errorf("%w: the name has %d bytes; at most %d", ErrInvalidFilename, len(name), MaxFilenameBytes)
+	case len(base) > MaxFilenameBytes: // the name kept and mailed, not the folders before it
+		return fmt.Errorf("%w: the name has %d bytes; at most %d", ErrInvalidFilename, len(base), MaxFilenameBytes)
 	case !utf8.ValidString(name):
 		return fmt.Errorf("%w: the name is not UTF-8", ErrInvalidFilename)
 	case strings.IndexFunc(name, unicode.IsControl) >= 0:
