@@ -63,6 +63,17 @@ func ParseAckTemplate(text string) (*template.Template, error) {
 // acknowledgements may be forgotten.
 const AckWindow = 24 * time.Hour
 
+// AckLate reports whether mail that reached its mailbox at arrived is
+// too old, at now, to be acknowledged. An acknowledgement tells a
+// customer that the mail was received; a day late, it tells nothing that
+// an agent's answer will not. And a mailbox connected for the first time
+// holds every mail its team ever kept: each would otherwise answer a
+// customer who wrote months ago, and take the hourly cap from those
+// writing today.
+func AckLate(arrived, now time.Time) bool {
+	return !arrived.IsZero() && now.Sub(arrived) > AckWindow
+}
+
 // ackLimits are AckConfig's limits, for the store to count against.
 func (d *Desk) ackLimits() store.AckLimits {
 	return store.AckLimits{PerAddress: d.config.Ack.MaxPerDay, Window: AckWindow, PerHour: d.config.Ack.MaxPerHour}

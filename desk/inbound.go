@@ -64,6 +64,18 @@ type MailSource struct {
 	// Pending: the message is still to be moved (or flagged) after the
 	// commit.
 	Pending bool
+	// Arrived is when the mailbox's server took the message, its
+	// INTERNALDATE (RFC 9051 §2.3.3); zero when the server did not say.
+	Arrived time.Time
+}
+
+// arrived is when a fetched mail reached its mailbox; zero for mail that
+// came to the listener, which arrives as it is filed.
+func (m *InboundMail) arrived() time.Time {
+	if m.Source == nil {
+		return time.Time{}
+	}
+	return m.Source.Arrived
 }
 
 // DeliveryReport is what a delivery status notification (RFC 3464) says.
@@ -206,7 +218,7 @@ func (d *Desk) fileTx(ctx context.Context, tx *store.Tx, rcpts []string, m *Inbo
 		p := &OpenTicketParams{
 			CustomerID: customer.ID, Subject: truncateRunes(subject, 200), Body: m.Text, Author: author, SupportAddress: address,
 			EmailMessageID: m.MessageID, Attachments: m.Attachments, Automatic: m.Automatic, RawEmailGzip: m.RawGzip,
-			NoAutoReply: m.NoAutoReply, Sender: m.From, Verdict: m.Verdict, VerdictDetail: m.VerdictDetail,
+			NoAutoReply: m.NoAutoReply, Sender: m.From, Verdict: m.Verdict, VerdictDetail: m.VerdictDetail, Arrived: m.arrived(),
 			// A stranger's acknowledgement carries nothing the stranger chose:
 			// it would reflect a forged sender's words to anyone.
 			AckNeutral: newCustomer,

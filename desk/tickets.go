@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/helpdesk-dev/helpdesk/blob"
 	"github.com/helpdesk-dev/helpdesk/mail"
@@ -57,6 +58,10 @@ type OpenTicketParams struct {
 	// SupportAddress is the address it came to when that address has a
 	// row: the ticket's mail is From it, and it is the team's.
 	SupportAddress *store.SupportAddress
+	// Arrived is when a fetched mail reached its mailbox, zero when it
+	// arrives now: one that waited there past AckWindow is not
+	// acknowledged (AckLate).
+	Arrived time.Time
 }
 
 // OpenTicket writes a ticket, its first message and its triage job in one
@@ -101,8 +106,8 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 	if err := st.Send(ctx, &numbers); err != nil {
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
-	ack = ack && mayAck
 	ticketID, messageID, jobID, now := n.TicketID, n.MessageID, n.JobID, n.Now
+	ack = ack && mayAck && !AckLate(p.Arrived, now)
 	if triage {
 		d.jobs.QueueTriageAtCommit(tx, ticketID, jobID)
 	}

@@ -401,25 +401,26 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 	}
 	var done []int64
 	sizes := map[imap.UID]int64{}
+	arrived := map[imap.UID]time.Time{}
 	for i, uid := range uids {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if i%100 == 0 { // the sizes of the next hundred, in one command
+		if i%100 == 0 { // the sizes and dates of the next hundred, in one command
 			set := imap.UIDSetNum(uids[i:min(i+100, len(uids))]...)
-			msgs, err := conn.c.Fetch(set, &imap.FetchOptions{UID: true, RFC822Size: true}).Collect()
+			msgs, err := conn.c.Fetch(set, &imap.FetchOptions{UID: true, RFC822Size: true, InternalDate: true}).Collect()
 			if err != nil {
 				return fmt.Errorf("fetch sizes: %w", err)
 			}
 			for _, m := range msgs {
-				sizes[m.UID] = m.RFC822Size
+				sizes[m.UID], arrived[m.UID] = m.RFC822Size, m.InternalDate
 			}
 		}
 		size, ok := sizes[uid]
 		if !ok {
 			continue // expunged meanwhile
 		}
-		filed, err := f.fetchOne(ctx, conn, mb, uidvalidity, uid, size)
+		filed, err := f.fetchOne(ctx, conn, mb, uidvalidity, uid, size, arrived[uid])
 		if err != nil {
 			return err
 		}
@@ -437,11 +438,13 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 }
 
 // fetchOne reads one message, without touching its flags, and files it;
-// filed says whether it is to be moved. A message the filing refuses for
+// filed says whether it is to be moved. arrived is its INTERNALDATE: a
+// message that waited in the mailbox long before it was fetched is not
+// acknowledged (desk.AckLate). A message the filing refuses for
 // good stays where it is and is passed by.
-func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, uidvalidity int64, uid imap.UID, size int64) (filed bool, err error) {
+func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, uidvalidity int64, uid imap.UID, size int64, arrived time.Time) (filed bool, err error) {
 	src := &desk.MailSource{Mailbox: mb.Name, Address: mb.Address, UIDValidity: uidvalidity, UID: int64(uid),
-		Pending: mb.AfterImport != desk.AfterImportKeep}
+		Pending: mb.AfterImport != desk.AfterImportKeep, Arrived: arrived}
 	set := imap.UIDSetNum(uid)
 	section := &imap.FetchItemBodySection{Peek: true}
 	tooLarge := size > f.config.MaxBytes

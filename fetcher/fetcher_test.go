@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/helpdesk-dev/helpdesk/desk"
 	"github.com/helpdesk-dev/helpdesk/fetcher"
@@ -38,9 +40,18 @@ type world struct {
 
 func newWorld(t testing.TB, change ...func(*fetcher.Config)) *world {
 	t.Helper()
+	return newWorldOf(t, nil, change...)
+}
+
+// newWorldOf is newWorld with the desk's configuration changed.
+func newWorldOf(t testing.TB, deskChange func(*desk.Config), change ...func(*fetcher.Config)) *world {
+	t.Helper()
 	b := jobstest.Setup(t)
 	relay := b.WithSMTP(t)
 	b.DeskConfig.AutoAssign = true
+	if deskChange != nil {
+		deskChange(&b.DeskConfig)
+	}
 	if err := b.Store.UpsertAgent(b.Ctx, &store.UpsertAgentParams{Name: "dana", DisplayName: "Dana", Email: "dana@support.example.com",
 		Teams: []string{"billing", "general", "shipping", "technical", "account"}}); err != nil {
 		t.Fatal(err)
@@ -132,6 +143,35 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 		if n := w.count(t, `SELECT count(*) FROM tickets WHERE support_address = 'support@example.org'`); n != 3 {
 			t.Errorf("%d tickets remember the mailbox's address, want 3", n)
+		}
+	})
+
+	t.Run("MailThatWaitedInTheMailboxForDaysIsATicketButGetsNoAcknowledgement", func(t *testing.T) {
+		t.Parallel()
+		w := newWorldOf(t, func(c *desk.Config) { c.Ack = &desk.AckConfig{} })
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		// A mailbox connected for the first time holds mail of months ago.
+		if _, err := s.AppendAt("INBOX", customerMail(1, "months@example.net"), time.Now().Add(-90*24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendAt("INBOX", customerMail(2, "hours@example.net"), time.Now().Add(-3*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, "INBOX", customerMail(3, "now@example.net"))
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "three tickets", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 3 })
+		// The acknowledgement is written with its ticket: with three tickets, every one there will be is there.
+		rows, err := w.Pool.Query(w.Ctx, `SELECT c.email FROM messages m JOIN tickets t ON t.id = m.ticket_id
+			JOIN customers c ON c.id = t.customer_id WHERE m.direction = 'acknowledgement' ORDER BY c.email`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"hours@example.net", "now@example.net"}; !slices.Equal(acked, want) {
+			t.Errorf("acknowledged %q, want %q: not the mail that reached the mailbox 90 days ago", acked, want)
 		}
 	})
 

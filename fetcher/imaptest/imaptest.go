@@ -119,7 +119,13 @@ func (s *Server) Close() error { return s.srv.Close() }
 
 // Append puts a message into a folder, with flags, and returns its UID.
 func (s *Server) Append(folder string, raw []byte, flags ...imap.Flag) (imap.UID, error) {
-	data, err := s.User.Append(folder, literal{bytes.NewReader(raw), int64(len(raw))}, &imap.AppendOptions{Flags: flags, Time: time.Now()})
+	return s.AppendAt(folder, raw, time.Now(), flags...)
+}
+
+// AppendAt is Append of a message the server took at at, its INTERNALDATE:
+// mail that has waited in the mailbox.
+func (s *Server) AppendAt(folder string, raw []byte, at time.Time, flags ...imap.Flag) (imap.UID, error) {
+	data, err := s.User.Append(folder, literal{bytes.NewReader(raw), int64(len(raw))}, &imap.AppendOptions{Flags: flags, Time: at})
 	if err != nil {
 		return 0, err
 	}
