@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/helpdesk-dev/helpdesk/desk"
 	"github.com/helpdesk-dev/helpdesk/fetcher"
@@ -21,6 +22,8 @@ type createMailboxRequest struct {
 	ProcessedFolder string `json:"processed_folder"`
 	AfterImport     string `json:"after_import"`
 	AuthservID      string `json:"authserv_id"`
+	// ImportSince: only mail its server took from then on; null is none.
+	ImportSince *time.Time `json:"import_since" null:"absent"`
 }
 
 // listMailboxes answers GET /v1/mailboxes (admins): every mailbox and
@@ -69,7 +72,8 @@ func (s *Server) createMailbox(w http.ResponseWriter, r *http.Request, who vocab
 		return unprocessable("invalid_imap_url", "imap_url: %s", err.Error())
 	}
 	p := &desk.MailboxParams{Name: req.Name, IMAPURL: ep.String(), Password: ep.Password, Address: req.Address, Team: req.Team,
-		Folder: ep.Folder, ProcessedFolder: req.ProcessedFolder, AfterImport: req.AfterImport, AuthservID: req.AuthservID}
+		Folder: ep.Folder, ProcessedFolder: req.ProcessedFolder, AfterImport: req.AfterImport, AuthservID: req.AuthservID,
+		ImportSince: req.ImportSince}
 	if req.From != "" {
 		if p.From, err = mail.ParseAddress(req.From); err != nil {
 			return unprocessable("invalid_from", "from must be a name and an address, such as \"Example Support <support@example.com>\"")

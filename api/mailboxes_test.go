@@ -3,6 +3,7 @@ package api_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
 	"github.com/helpdesk-dev/helpdesk/store"
@@ -43,6 +44,26 @@ func TestMailboxesAreAdminsAndShowNoSecret(t *testing.T) {
 	status, _, resp = ab.do(t, ab.agent, "POST", "/v1/mailboxes", []byte(`{"name": "own", "imap_url": "imaps://own@imap.example.org/INBOX",
 		"address": "own@example.org", "authserv_id": "mx.example.org; dmarc=pass"}`), "")
 	requireError(t, status, resp, 422, "invalid_mailbox")
+	// A team that wants a clean queue imports only what comes from now on;
+	// a time in the future would pass by every mail until then.
+	status, _, resp = ab.do(t, ab.agent, "POST", "/v1/mailboxes", []byte(`{"name": "fresh", "imap_url": "imaps://fresh@imap.example.org/INBOX",
+		"address": "fresh@example.org", "import_since": "2026-11-01T09:00:00+01:00"}`), "")
+	if status != 201 || resp["import_since"] != "2026-11-01T08:00:00Z" {
+		t.Errorf("add with import_since: %d %v", status, resp)
+	}
+	status, _, resp = ab.do(t, ab.agent, "POST", "/v1/mailboxes", []byte(`{"name": "fresh", "imap_url": "imaps://fresh@imap.example.org/INBOX",
+		"address": "fresh@example.org", "import_since": null}`), "")
+	if status != 201 || resp["import_since"] != nil {
+		t.Errorf("add again with import_since null, which imports everything: %d %v", status, resp)
+	}
+	status, _, resp = ab.do(t, ab.agent, "POST", "/v1/mailboxes", []byte(`{"name": "fresh", "imap_url": "imaps://fresh@imap.example.org/INBOX",
+		"address": "fresh@example.org", "import_since": "`+time.Now().Add(48*time.Hour).Format(time.RFC3339)+`"}`), "")
+	requireError(t, status, resp, 422, "invalid_mailbox")
+	status, _, resp = ab.do(t, ab.agent, "POST", "/v1/mailboxes", []byte(`{"name": "fresh", "imap_url": "imaps://fresh@imap.example.org/INBOX",
+		"address": "fresh@example.org", "import_since": "yesterday"}`), "")
+	if status != 400 {
+		t.Errorf("import_since that is no time: %d %v, want 400", status, resp)
+	}
 	status, _, resp = ab.do(t, ab.agent, "PATCH", "/v1/mailboxes/billing", []byte(`{"disabled": true}`), "")
 	if status != 200 || resp["disabled_at"] == nil {
 		t.Errorf("disable: %d %v", status, resp)

@@ -83,7 +83,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 // the field as it was, so a null would read as "absent". A null list is an empty one (Go's own clients send a list they
 // never filled). A field tagged null:"empty" takes its empty value, as a
 // JSON merge patch's null removes what it names (RFC 7396): "assignee":
-// null is nobody. Any other field refuses null, where a client that meant
+// null is nobody. A field tagged null:"absent" reads null as left out,
+// where absent and null mean the same ("import_since": null is no limit).
+// Any other field refuses null, where a client that meant
 // "clear it" would otherwise see its request succeed and change nothing.
 func readNulls(body []byte, v any) error {
 	rv := reflect.ValueOf(v)
@@ -112,6 +114,8 @@ func readNulls(body []byte, v any) error {
 			}
 			switch field := rv.FieldByIndex(f.Index); {
 			case f.Type.Kind() == reflect.Slice || f.Type.Kind() == reflect.Map:
+			case f.Tag.Get("null") == "absent":
+				field.SetZero()
 			case f.Tag.Get("null") == "empty" && f.Type.Kind() == reflect.Pointer:
 				field.Set(reflect.New(f.Type.Elem()))
 			case f.Tag.Get("null") == "empty":

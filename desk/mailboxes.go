@@ -46,7 +46,16 @@ type MailboxParams struct {
 	// senderauth.Microsoft365; "" for its provider's (Microsoft 365,
 	// Google), else the service's.
 	AuthservID string
+	// ImportSince: only mail its server took at or after it is imported
+	// (its INTERNALDATE); older mail is passed by and left where it is.
+	// Nil: every message in the folder, however old.
+	ImportSince *time.Time
 }
+
+// importSkew is how far in the future ImportSince may be: a clock a little
+// ahead of the database's. Further, and every mail until then would be
+// passed by, unread.
+const importSkew = 5 * time.Minute
 
 // AddMailbox adds a mailbox, or changes how it is reached and where its
 // mail goes; its checkpoint stays. Its address becomes a support address
@@ -76,6 +85,10 @@ func (d *Desk) AddMailbox(ctx context.Context, p *MailboxParams) (*store.Mailbox
 		return nil, fmt.Errorf("%w: authserv-id %q: a host name such as mx.example.com, as its MTA writes it first in Authentication-Results, "+
 			"or microsoft365", ErrInvalidMailbox, p.AuthservID)
 	}
+	if p.ImportSince != nil && time.Until(*p.ImportSince) > importSkew {
+		return nil, fmt.Errorf("%w: import since %s is in the future: mail until then would be passed by, never imported",
+			ErrInvalidMailbox, p.ImportSince.UTC().Format(time.RFC3339))
+	}
 	row := &store.SupportAddress{Address: strings.ToLower(a.Address)}
 	if p.From != nil {
 		if !strings.EqualFold(p.From.Address, a.Address) {
@@ -95,7 +108,7 @@ func (d *Desk) AddMailbox(ctx context.Context, p *MailboxParams) (*store.Mailbox
 			return err
 		}
 		return tx.Store().UpsertMailbox(ctx, &store.Mailbox{Name: p.Name, Address: row.Address, IMAPURL: p.IMAPURL, Password: p.Password,
-			ProcessedFolder: p.ProcessedFolder, AfterImport: p.AfterImport, AuthservID: p.AuthservID})
+			ProcessedFolder: p.ProcessedFolder, AfterImport: p.AfterImport, AuthservID: p.AuthservID, ImportSince: p.ImportSince})
 	})
 	if err != nil {
 		return nil, err
@@ -167,6 +180,15 @@ func (d *Desk) MovesDone(ctx context.Context, name string, uidvalidity int64, ui
 func (d *Desk) SkipMailboxMessage(ctx context.Context, s *MailSource) error {
 	var b store.Batch
 	b.AdvanceMailbox(s.Mailbox, s.UIDValidity, s.UID, false)
+	return store.New(d.pool).Send(ctx, &b)
+}
+
+// PassOlderMail moves a mailbox's checkpoint past messages up to uid that
+// are older than its ImportSince: they stay where they are, unread, and
+// are not fetched again.
+func (d *Desk) PassOlderMail(ctx context.Context, name string, uidvalidity, uid int64) error {
+	var b store.Batch
+	b.PassMailbox(name, uidvalidity, uid)
 	return store.New(d.pool).Send(ctx, &b)
 }
 

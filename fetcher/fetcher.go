@@ -203,6 +203,9 @@ func configDigest(m *store.Mailbox) string {
 	for _, v := range []string{m.IMAPURL, m.Password, m.ProcessedFolder, m.AfterImport, m.Address} {
 		fmt.Fprintf(h, "%d:%s", len(v), v)
 	}
+	if m.ImportSince != nil {
+		fmt.Fprintf(h, "since:%d", m.ImportSince.UnixNano())
+	}
 	if o := m.OAuth; o != nil {
 		for _, v := range []string{o.Provider, o.ClientID, o.ClientSecret, o.TokenURL, o.Scopes} {
 			fmt.Fprintf(h, "%d:%s", len(v), v)
@@ -399,7 +402,10 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 			uids = append(uids, uid)
 		}
 	}
-	var done []int64
+	var (
+		done   []int64
+		passed int64 // the last UID passed by as older than ImportSince, not yet behind the checkpoint
+	)
 	sizes := map[imap.UID]int64{}
 	arrived := map[imap.UID]time.Time{}
 	for i, uid := range uids {
@@ -420,10 +426,19 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 		if !ok {
 			continue // expunged meanwhile
 		}
+		if at := arrived[uid]; mb.ImportSince != nil && !at.IsZero() && at.Before(*mb.ImportSince) {
+			// Older than the mailbox imports: left where it is, unread.
+			// The checkpoint passes it with the next message filed, or
+			// at the end.
+			metrics.IMAPMessages.WithLabelValues(mb.Name, "before_since").Inc()
+			passed = int64(uid)
+			continue
+		}
 		filed, err := f.fetchOne(ctx, conn, mb, uidvalidity, uid, size, arrived[uid])
 		if err != nil {
 			return err
 		}
+		passed = 0 // the checkpoint is past them now
 		if filed && mb.AfterImport != desk.AfterImportKeep {
 			done = append(done, int64(uid))
 		}
@@ -432,6 +447,11 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 				return err
 			}
 			done = done[:0]
+		}
+	}
+	if passed != 0 {
+		if err := f.desk.PassOlderMail(ctx, mb.Name, uidvalidity, passed); err != nil {
+			return err
 		}
 	}
 	return f.afterImport(ctx, conn, mb, uidvalidity, done)

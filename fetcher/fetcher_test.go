@@ -175,6 +175,33 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	t.Run("AMailboxImportingSinceATimeLeavesOlderMailUnreadWhereItIs", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		now := time.Now()
+		for i, at := range []time.Time{now.Add(-30 * 24 * time.Hour), now.Add(-2 * time.Hour), now.Add(-25 * time.Minute)} {
+			if _, err := s.AppendAt("INBOX", customerMail(i+1, fmt.Sprintf("s%d@example.net", i+1)), at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		since := now.Add(-time.Hour)
+		w.mailbox(t, "support", s, "pw", "support@example.org", func(p *desk.MailboxParams) { p.ImportSince = &since })
+		eventually(t, 30*time.Second, "the newest moved", func() bool { return s.Count("Processed") == 1 })
+		put(t, s, "INBOX", customerMail(4, "s4@example.net"))
+		eventually(t, 30*time.Second, "the one appended after", func() bool { return s.Count("Processed") == 2 })
+		if n := w.count(t, `SELECT count(*) FROM tickets`); n != 2 || s.Count("INBOX") != 2 || s.Seen("INBOX") != 0 {
+			t.Errorf("%d tickets, %d messages left in INBOX (%d seen); want 2 tickets and the 2 older messages left unread", n, s.Count("INBOX"), s.Seen("INBOX"))
+		}
+		m, err := w.desk.Mailbox(w.Ctx, "support")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.LastUID != 4 || m.Imported != 2 {
+			t.Errorf("checkpoint at UID %d with %d imported, want past all 4 with 2 imported", m.LastUID, m.Imported)
+		}
+	})
+
 	t.Run("AMessageAppendedWhileItIdlesIsATicketWithinFiveSeconds", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t, func(c *fetcher.Config) { c.Poll = time.Hour }) // IDLE, not polling, must find it

@@ -60,6 +60,7 @@ type Mailbox struct {
 	ProcessedFolder string     `json:"processed_folder"`
 	AfterImport     string     `json:"after_import"`          // move, flag or keep
 	AuthservID      string     `json:"authserv_id,omitempty"` // whose Authentication-Results its mail is judged by; "": its provider's, else the service's
+	ImportSince     *time.Time `json:"import_since"`          // only mail its server took at or after it is imported; nil: all of it
 	OAuth           *OAuth     `json:"oauth,omitempty"`
 	DisabledAt      *time.Time `json:"disabled_at"`
 
@@ -90,7 +91,7 @@ type OAuth struct {
 	Connected    bool       `json:"connected"` // it has a refresh token
 }
 
-const mailboxColumns = `name, address, imap_url, coalesce(password, ''), processed_folder, after_import, coalesce(authserv_id, ''),
+const mailboxColumns = `name, address, imap_url, coalesce(password, ''), processed_folder, after_import, coalesce(authserv_id, ''), import_since,
 	oauth_provider, coalesce(oauth_client_id, ''), coalesce(oauth_client_secret, ''), coalesce(oauth_token_url, ''),
 	coalesce(oauth_scopes, ''), coalesce(oauth_refresh_token, ''), coalesce(oauth_access_token, ''), oauth_expires_at,
 	disabled_at, uidvalidity, last_uid, lease_holder, lease_until, connected, last_success_at, last_error, last_error_at,
@@ -100,7 +101,7 @@ func scanMailbox(row pgx.Row) (*Mailbox, error) {
 	var m Mailbox
 	var o OAuth
 	var provider *string
-	if err := row.Scan(&m.Name, &m.Address, &m.IMAPURL, &m.Password, &m.ProcessedFolder, &m.AfterImport, &m.AuthservID,
+	if err := row.Scan(&m.Name, &m.Address, &m.IMAPURL, &m.Password, &m.ProcessedFolder, &m.AfterImport, &m.AuthservID, &m.ImportSince,
 		&provider, &o.ClientID, &o.ClientSecret, &o.TokenURL, &o.Scopes, &o.RefreshToken, &o.AccessToken, &o.ExpiresAt,
 		&m.DisabledAt, &m.UIDValidity, &m.LastUID, &m.LeaseHolder, &m.LeaseUntil, &m.Connected, &m.LastSuccessAt, &m.LastError,
 		&m.LastErrorAt, &m.UIDValidityResets, &m.Imported, &m.CreatedAt); err != nil {
@@ -119,17 +120,17 @@ func scanMailbox(row pgx.Row) (*Mailbox, error) {
 // instead: its OAuth client and tokens then go.
 func (s *Store) UpsertMailbox(ctx context.Context, m *Mailbox) error {
 	// A sub-select of no row sets every column of the list to NULL.
-	_, err := s.db.Exec(ctx, `INSERT INTO mailboxes (name, address, imap_url, password, processed_folder, after_import, authserv_id)
-		VALUES ($1, lower($2), $3, nullif($4, ''), $5, $6, nullif($7, ''))
+	_, err := s.db.Exec(ctx, `INSERT INTO mailboxes (name, address, imap_url, password, processed_folder, after_import, authserv_id, import_since)
+		VALUES ($1, lower($2), $3, nullif($4, ''), $5, $6, nullif($7, ''), $8)
 		ON CONFLICT (name) DO UPDATE SET address = EXCLUDED.address, imap_url = EXCLUDED.imap_url, password = EXCLUDED.password,
 			processed_folder = EXCLUDED.processed_folder, after_import = EXCLUDED.after_import, authserv_id = EXCLUDED.authserv_id,
-			disabled_at = NULL,
+			import_since = EXCLUDED.import_since, disabled_at = NULL,
 			(oauth_provider, oauth_client_id, oauth_client_secret, oauth_token_url, oauth_scopes,
 			 oauth_refresh_token, oauth_access_token, oauth_expires_at) =
 			(SELECT mailboxes.oauth_provider, mailboxes.oauth_client_id, mailboxes.oauth_client_secret, mailboxes.oauth_token_url,
 			        mailboxes.oauth_scopes, mailboxes.oauth_refresh_token, mailboxes.oauth_access_token, mailboxes.oauth_expires_at
 			 WHERE EXCLUDED.password IS NULL)`,
-		m.Name, m.Address, m.IMAPURL, m.Password, m.ProcessedFolder, m.AfterImport, m.AuthservID)
+		m.Name, m.Address, m.IMAPURL, m.Password, m.ProcessedFolder, m.AfterImport, m.AuthservID, m.ImportSince)
 	if err != nil {
 		return fmt.Errorf("mailbox %s: %w", m.Name, interpretError(err))
 	}
@@ -221,6 +222,12 @@ func (b *Batch) AdvanceMailbox(name string, uidvalidity, uid int64, pending bool
 	if pending {
 		b.b.Queue(`INSERT INTO mailbox_pending (mailbox, uidvalidity, uid) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, name, uidvalidity, uid)
 	}
+}
+
+// PassMailbox queues moving the checkpoint past messages that are not
+// imported (older than the mailbox's ImportSince): they are not counted.
+func (b *Batch) PassMailbox(name string, uidvalidity, uid int64) {
+	b.b.Queue(`UPDATE mailboxes SET last_uid = greatest(last_uid, $3) WHERE name = $1 AND uidvalidity = $2`, name, uidvalidity, uid)
 }
 
 // PendingMoves returns the UIDs filed but not yet moved, of the folder's

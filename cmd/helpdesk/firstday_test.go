@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
@@ -177,6 +178,24 @@ func TestMailboxCommand(t *testing.T) {
 	if code, _, stderr := runCmd(t, env, "mailbox", "add", "own", "-imap", "imaps://own@imap.example.org/INBOX", "-address", "own@example.org",
 		"-authserv-id", "mx.example.org; dmarc=pass"); code != 2 || !strings.Contains(stderr, "authserv-id") {
 		t.Errorf("an authserv-id that is not one: exit %d, %q", code, stderr)
+	}
+	// A team that wants a clean queue imports only the mail from now on.
+	if code, _, stderr := runCmd(t, env, "mailbox", "add", "fresh", "-imap", "imaps://fresh@imap.example.org/INBOX", "-address", "fresh@example.org",
+		"-since", "2026-11-01"); code != 0 {
+		t.Errorf("add with -since: exit %d, %q", code, stderr)
+	}
+	if code, stdout, stderr := runCmd(t, env, "mailbox", "status", "fresh"); code != 0 || !strings.Contains(stdout, "imports       mail its server took from 2026-11-01T00:00:00Z on") {
+		t.Errorf("status with -since: exit %d, %q %q", code, stdout, stderr)
+	}
+	for _, bad := range []string{"yesterday", "2026-13-01", time.Now().Add(48 * time.Hour).Format(time.RFC3339)} {
+		if code, _, stderr := runCmd(t, env, "mailbox", "add", "fresh", "-imap", "imaps://fresh@imap.example.org/INBOX", "-address", "fresh@example.org",
+			"-since", bad); code != 2 || !strings.Contains(stderr, "since") {
+			t.Errorf("-since %s: exit %d, %q", bad, code, stderr)
+		}
+	}
+	if code, _, stderr := runCmd(t, env, "mailbox", "add", "fresh", "-imap", "imaps://fresh@imap.example.org/INBOX", "-address", "fresh@example.org",
+		"-since", "now"); code != 0 {
+		t.Errorf("add with -since now: exit %d, %q", code, stderr)
 	}
 	if code, stdout, _ := runCmd(t, env, "mailbox", "disable", "billing"); code != 0 || !strings.Contains(stdout, "disabled") {
 		t.Errorf("disable: exit %d, %q", code, stdout)

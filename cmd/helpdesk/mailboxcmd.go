@@ -17,7 +17,8 @@ import (
 )
 
 const mailboxSynopsis = "mailbox add NAME -imap imaps://USER:PASS@HOST[:PORT]/FOLDER -address ADDR [-team TEAM] [-from \"Name <ADDR>\"]\n" +
-	"           [-processed FOLDER] [-after-import move|flag|keep] [-authserv-id ID] | mailbox list | mailbox status NAME | mailbox disable NAME |\n" +
+	"           [-processed FOLDER] [-after-import move|flag|keep] [-authserv-id ID] [-since now|DATE|TIME] |\n" +
+	"       mailbox list | mailbox status NAME | mailbox disable NAME |\n" +
 	"       mailbox connect NAME -oauth microsoft|google|custom -client-id ID [-client-secret S] [-token-url URL] [-device-url URL] [-scopes S]"
 
 func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -28,7 +29,9 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 			"          deleted. imap:// takes STARTTLS when offered (?tls=required insists, ?tls=none never); imaps://\n"+
 			"          is TLS from the start. The address is the support address customers write to: its tickets'\n"+
 			"          replies go out From it (-from names it), and they are -team's. -authserv-id names the MTA in\n"+
-			"          front of its server whose Authentication-Results its mail is judged by.\n"+
+			"          front of its server whose Authentication-Results its mail is judged by. -since imports only\n"+
+			"          the mail its server took from then on (now, 2026-11-01 in UTC, or 2026-11-01T09:00:00+01:00):\n"+
+			"          older mail stays where it is, unread; without it, every message in the folder is imported.\n"+
 			"list      lists the mailboxes and where their fetching stands\n"+
 			"status    shows one mailbox: its checkpoint, connection, last success and last error\n"+
 			"disable   stops fetching a mailbox (add it again to go on where it stopped)\n"+
@@ -43,6 +46,8 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 	after := fs.String("after-import", "move", "add: move, flag or keep")
 	authservID := fs.String("authserv-id", "", "add: the authserv-id of the MTA in front of its server, whose Authentication-Results "+
 		"its mail is judged by, or microsoft365; default its provider's (Microsoft 365, Google), else HELPDESK_INBOUND_AUTHSERV_ID")
+	since := fs.String("since", "", "add: import only the mail its server took from then on: now, a date (2026-11-01, UTC) or a time "+
+		"(2026-11-01T09:00:00+01:00); default every message in the folder")
 	provider := fs.String("oauth", "", "connect: microsoft, google or custom")
 	clientID := fs.String("client-id", "", "connect: the application's client id")
 	clientSecret := fs.String("client-secret", "", "connect: its client secret, if it has one")
@@ -76,6 +81,13 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		params = &desk.MailboxParams{Name: name, IMAPURL: ep.String(), Password: ep.Password, Address: *address, Team: *team,
 			Folder: ep.Folder, ProcessedFolder: *processed, AfterImport: *after, AuthservID: *authservID}
+		if *since != "" {
+			at, err := parseSince(*since, time.Now())
+			if err != nil {
+				return usageErrorf("-since: %v", err)
+			}
+			params.ImportSince = &at
+		}
 		if *from != "" {
 			a, err := mail.ParseAddress(*from)
 			if err != nil {
@@ -109,8 +121,12 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 		} else if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "mailbox %s: %s for %s; the workers fetch it within 10s (after import: %s)\n",
-			m.Name, m.IMAPURL, m.Address, afterImport(m))
+		which := "every message in the folder"
+		if m.ImportSince != nil {
+			which = "the mail its server took from " + when(m.ImportSince) + " on"
+		}
+		fmt.Fprintf(stdout, "mailbox %s: %s for %s; the workers fetch %s within 10s (after import: %s)\n",
+			m.Name, m.IMAPURL, m.Address, which, afterImport(m))
 	case "list":
 		list, err := cases.Mailboxes(ctx)
 		if err != nil {
@@ -134,6 +150,9 @@ func cmdMailbox(ctx context.Context, args []string, getenv func(string) string, 
 			afterImport(m))
 		if m.AuthservID != "" {
 			fmt.Fprintf(w, "judged by\t%s's Authentication-Results\n", m.AuthservID)
+		}
+		if m.ImportSince != nil {
+			fmt.Fprintf(w, "imports\tmail its server took from %s on\n", when(m.ImportSince))
 		}
 		uv := "-"
 		if m.UIDValidity != nil {
@@ -212,4 +231,19 @@ func afterImport(m *store.Mailbox) string {
 		return "flag $HelpdeskImported"
 	}
 	return m.AfterImport
+}
+
+// parseSince reads mailbox add's -since: now, a date (midnight UTC) or an
+// RFC 3339 time.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if v == "now" {
+		return now, nil
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q: want now, a date such as 2026-11-01 or a time such as 2026-11-01T09:00:00+01:00", v)
 }

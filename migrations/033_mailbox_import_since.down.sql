@@ -1,0 +1,1 @@
+ALTER TABLE mailboxes DROP COLUMN import_since;
