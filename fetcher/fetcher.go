@@ -657,6 +657,12 @@ func (f *Fetchers) dial(ctx context.Context, ep *Endpoint, opts *imapclient.Opti
 		tc := tls.Client(nc, opts.TLSConfig)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
+			var plainText tls.RecordHeaderError
+			if errors.As(err, &plainText) {
+				// The server spoke first, in the clear: a greeting, on a
+				// port that takes STARTTLS (143).
+				return nil, nil, fmt.Errorf("TLS with %s: %w; the server answers without TLS on this port: write imap:// for STARTTLS", ep.Address, err)
+			}
 			return nil, nil, fmt.Errorf("TLS with %s: %w", ep.Address, err)
 		}
 		raw := wrap(tc)
@@ -687,8 +693,14 @@ func (f *Fetchers) dial(ctx context.Context, ep *Endpoint, opts *imapclient.Opti
 		raw = wrap(nc)
 		return imapclient.New(raw, opts), raw, nil
 	}
-	if err != nil {
+	if err != nil && errors.As(err, &imapErr) {
 		return nil, nil, fmt.Errorf("STARTTLS with %s: %w", ep.Address, err)
+	}
+	if err != nil {
+		// No greeting came, or what came was not IMAP: a port that takes
+		// TLS from the first byte (993) waits for a handshake that an
+		// imap:// URL never starts.
+		return nil, nil, fmt.Errorf("STARTTLS with %s: %w; no IMAP greeting came: if the port takes TLS from the start (993), write imaps://", ep.Address, err)
 	}
 	return c, raw, nil
 }

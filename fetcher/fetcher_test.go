@@ -2,6 +2,7 @@ package fetcher_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/helpdesk-dev/helpdesk/fetcher/imaptest"
 	"github.com/helpdesk-dev/helpdesk/inbound"
 	"github.com/helpdesk-dev/helpdesk/inbound/inboundtest"
+	"github.com/helpdesk-dev/helpdesk/internal/testcert"
 	"github.com/helpdesk-dev/helpdesk/jobs"
 	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
 	"github.com/helpdesk-dev/helpdesk/mail"
@@ -199,6 +201,30 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 		if m.LastUID != 4 || m.Imported != 2 {
 			t.Errorf("checkpoint at UID %d with %d imported, want past all 4 with 2 imported", m.LastUID, m.Imported)
+		}
+	})
+
+	t.Run("AURLThatGetsTheTLSOfAPortWrongSaysWhichSchemeToWrite", func(t *testing.T) {
+		t.Parallel()
+		cert := testcert.New(t)
+		// A greeting that never comes is waited for as long as a command.
+		w := newWorld(t, func(c *fetcher.Config) { c.TLS, c.Timeout = &tls.Config{RootCAs: cert.Pool}, 3*time.Second })
+		implicit := imaptest.Start(t, imaptest.Options{User: "a@example.org", Password: "pw", TLS: cert.Server})
+		plain := imaptest.Start(t, imaptest.Options{User: "b@example.org", Password: "pw"})
+		w.mailbox(t, "implicit", implicit, "pw", "a@example.org", func(p *desk.MailboxParams) {
+			p.IMAPURL = "imap://a%40example.org@" + implicit.Addr + "/INBOX" // STARTTLS, on a port of TLS from the start
+		})
+		w.mailbox(t, "plain", plain, "pw", "b@example.org", func(p *desk.MailboxParams) {
+			p.IMAPURL = "imaps://b%40example.org@" + plain.Addr + "/INBOX" // TLS, on a port that greets in the clear
+		})
+		for name, hint := range map[string]string{"implicit": "write imaps://", "plain": "write imap://"} {
+			eventually(t, 30*time.Second, name+"'s error", func() bool {
+				m, _ := w.desk.Mailbox(w.Ctx, name)
+				return m != nil && m.LastError != nil
+			})
+			if m, _ := w.desk.Mailbox(w.Ctx, name); !strings.Contains(*m.LastError, hint) {
+				t.Errorf("%s: last error %q, want it to say %q", name, *m.LastError, hint)
+			}
 		}
 	})
 
