@@ -63,14 +63,16 @@ func ParseAckTemplate(text string) (*template.Template, error) {
 // acknowledgements may be forgotten.
 const AckWindow = 24 * time.Hour
 
-// AckLate reports whether mail that reached its mailbox at arrived is
-// too old, at now, to be acknowledged. An acknowledgement tells a
-// customer that the mail was received; a day late, it tells nothing that
-// an agent's answer will not. And a mailbox connected for the first time
-// holds every mail its team ever kept: each would otherwise answer a
-// customer who wrote months ago, and take the hourly cap from those
-// writing today.
-func AckLate(arrived, now time.Time) bool {
+// late reports whether mail that reached its mailbox at arrived was
+// fetched, at now, more than a day after: it is filed, triaged and shown
+// all the same, but nobody is mailed of it, neither its sender an
+// acknowledgement nor the agents a notification. An acknowledgement tells
+// a customer that the mail was received, and a notification tells an
+// agent of new work; a day late, neither tells what the queue does not.
+// And a mailbox connected for the first time holds every mail its team
+// ever kept: each would otherwise answer a customer who wrote months ago
+// (taking the hourly cap from those writing today) and mail its agents.
+func late(arrived, now time.Time) bool {
 	return !arrived.IsZero() && now.Sub(arrived) > AckWindow
 }
 

@@ -33,8 +33,9 @@ type Enqueuer interface {
 	// QueueTriageAtCommit has tx insert the ticket's triage job, with the
 	// id taken for it in an earlier trip (store.Batch.NextJobID), with its
 	// commit: the ticket names the job before it exists, and the insert
-	// costs no trip of its own.
-	QueueTriageAtCommit(tx *store.Tx, ticketID string, jobID int64)
+	// costs no trip of its own. A quiet job's triage mails no agent
+	// (TriageResult.Quiet).
+	QueueTriageAtCommit(tx *store.Tx, ticketID string, jobID int64, quiet bool)
 	// QueueEmailAtCommit queues a stored mail whose bytes are kept with it
 	// (an acknowledgement), numbered jobID, with tx's commit; ErrNoRelay
 	// when no relay would send it.

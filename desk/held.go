@@ -73,7 +73,7 @@ func (d *Desk) AcceptHeld(ctx context.Context, actor vocab.Actor, ticketID strin
 		}
 		event(tx, ticketID, actor, "held_accepted", "", fmt.Sprintf("message %d as %s", messageID, author))
 		emit(tx, EventMessageReceived, messageEvent(msg))
-		d.customerWroteTx(tx, ticketID, jobID)
+		d.customerWroteTx(tx, ticketID, jobID, false)
 		if ticket.Status == vocab.StatusPending || ticket.Status == vocab.StatusSolved {
 			setStatus(tx, ticket, actor, vocab.StatusOpen)
 		}
@@ -126,7 +126,7 @@ func (d *Desk) SplitHeld(ctx context.Context, actor vocab.Actor, ticketID string
 		if err := st.Send(ctx, &numbers); err != nil {
 			return err
 		}
-		d.jobs.QueueTriageAtCommit(tx, newID, jobID)
+		d.jobs.QueueTriageAtCommit(tx, newID, jobID, false)
 		ticket = &store.Ticket{}
 		var (
 			rows  store.Batch

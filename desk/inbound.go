@@ -239,7 +239,7 @@ func (d *Desk) fileTx(ctx context.Context, tx *store.Tx, rcpts []string, m *Inbo
 	msg, err := d.AddCustomerMessageTx(ctx, tx, &CustomerMessageParams{
 		TicketID: ticketID, Author: author, Body: m.Text, EmailMessageID: m.MessageID,
 		Attachments: m.Attachments, Automatic: m.Automatic, RawEmailGzip: m.RawGzip, NoAutoReply: m.NoAutoReply,
-		Sender: m.From, Verdict: m.Verdict, VerdictDetail: m.VerdictDetail,
+		Sender: m.From, Verdict: m.Verdict, VerdictDetail: m.VerdictDetail, Arrived: m.arrived(),
 	})
 	if err != nil {
 		return nil, err

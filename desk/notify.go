@@ -15,14 +15,15 @@ import (
 // ticket's agents with what the customer wrote and what triage made of
 // it (the assignee, or every active agent of the team when nobody is
 // assigned). A job that a newer customer message replaced tells nobody;
-// the newer one will. Without a way to send mail, no agent is mailed.
+// the newer one will. Without a way to send mail, or for a quiet job (of
+// mail that waited long in its mailbox: late), no agent is mailed.
 //
 // Whom to tell, with the numbers of their mails, and the thread those
 // mails join come with the ticket's reads: telling a team costs the
 // transaction no trip of its own, however many agents hear of it. The
 // mails of one transaction thread under the ticket's earlier mail to
 // agents, not under each other: each goes to another agent.
-func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, triageJobID int64) error {
+func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, triageJobID int64, quiet bool) error {
 	var (
 		t        store.Ticket
 		customer store.Customer
@@ -40,7 +41,7 @@ func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, tri
 		return err
 	}
 	emit(tx, EventTicketTriaged, TicketTriaged{TicketID: t.ID, Team: t.Team, Priority: t.Priority, Assignee: t.Assignee, JobID: triageJobID})
-	if t.TriageJobID == nil || *t.TriageJobID != triageJobID {
+	if t.TriageJobID == nil || *t.TriageJobID != triageJobID || quiet {
 		return nil
 	}
 	text, htmlBody := notificationBody(&t, &customer, newest, d.howToAnswer(&t))

@@ -59,8 +59,8 @@ type OpenTicketParams struct {
 	// row: the ticket's mail is From it, and it is the team's.
 	SupportAddress *store.SupportAddress
 	// Arrived is when a fetched mail reached its mailbox, zero when it
-	// arrives now: one that waited there past AckWindow is not
-	// acknowledged (AckLate).
+	// arrives now: of one that waited there past a day, nobody is mailed
+	// (late).
 	Arrived time.Time
 }
 
@@ -107,9 +107,10 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 		return nil, 0, fmt.Errorf("open ticket: %w", err)
 	}
 	ticketID, messageID, jobID, now := n.TicketID, n.MessageID, n.JobID, n.Now
-	ack = ack && mayAck && !AckLate(p.Arrived, now)
+	quiet := late(p.Arrived, now)
+	ack = ack && mayAck && !quiet
 	if triage {
-		d.jobs.QueueTriageAtCommit(tx, ticketID, jobID)
+		d.jobs.QueueTriageAtCommit(tx, ticketID, jobID, quiet)
 	}
 	// The first message stands for the thread's root: a ticket that did not
 	// come by email gets a synthetic Message-ID that every reply references.
@@ -201,6 +202,8 @@ type CustomerMessageParams struct {
 	Sender        string
 	Verdict       vocab.Verdict
 	VerdictDetail string
+	// Arrived is when a fetched mail reached its mailbox (OpenTicketParams.Arrived).
+	Arrived time.Time
 }
 
 // CustomerMessage is where a customer's message went.
@@ -239,7 +242,7 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 		followUp, jobID, err := d.OpenTicketTx(ctx, tx, &OpenTicketParams{CustomerID: ticket.CustomerID, Subject: ticket.Subject,
 			Body: p.Body, Author: p.Author, FollowUpOf: ticket.ID, EmailMessageID: p.EmailMessageID, Attachments: p.Attachments,
 			RawEmailGzip: p.RawEmailGzip, NoAutoReply: p.NoAutoReply, Sender: p.Sender, Verdict: p.Verdict, VerdictDetail: p.VerdictDetail,
-			SupportAddress: address})
+			SupportAddress: address, Arrived: p.Arrived})
 		if err != nil {
 			return nil, err
 		}
@@ -273,7 +276,7 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 	if p.Automatic {
 		return out, nil
 	}
-	d.customerWroteTx(tx, p.TicketID, jobID)
+	d.customerWroteTx(tx, p.TicketID, jobID, late(p.Arrived, msg.CreatedAt))
 	if ticket.Status == vocab.StatusPending || ticket.Status == vocab.StatusSolved {
 		setStatus(tx, ticket, p.Author, vocab.StatusOpen)
 	}
@@ -295,15 +298,16 @@ func (d *Desk) AddCustomerMessage(ctx context.Context, p *CustomerMessageParams)
 // earlier trip (store.Batch.NextJobID), and records it as the ticket's;
 // the job is inserted with the commit.
 func (d *Desk) retriageTx(tx *store.Tx, ticketID string, jobID int64) {
-	d.jobs.QueueTriageAtCommit(tx, ticketID, jobID)
+	d.jobs.QueueTriageAtCommit(tx, ticketID, jobID, false)
 	tx.Later(func(b *store.Batch) { b.SetTicketTriageJob(ticketID, jobID) })
 }
 
 // customerWroteTx is retriageTx for a message of the customer's on a
 // ticket the transaction holds locked: the time the customer wrote and the
-// new job are one update of the ticket's row.
-func (d *Desk) customerWroteTx(tx *store.Tx, ticketID string, jobID int64) {
-	d.jobs.QueueTriageAtCommit(tx, ticketID, jobID)
+// new job are one update of the ticket's row. A quiet job's triage mails
+// no agent (late).
+func (d *Desk) customerWroteTx(tx *store.Tx, ticketID string, jobID int64, quiet bool) {
+	d.jobs.QueueTriageAtCommit(tx, ticketID, jobID, quiet)
 	tx.Later(func(b *store.Batch) { b.CustomerWrote(ticketID, jobID) })
 }
 

@@ -122,6 +122,9 @@ type TriageResult struct {
 	// ProviderName is the provider whose gate is read with the save, so
 	// that the next step's call needs no read of its own.
 	ProviderName string
+	// Quiet: the job was queued quiet (Enqueuer.QueueTriageAtCommit), for
+	// mail that waited long in its mailbox; its agents are not mailed.
+	Quiet bool
 }
 
 // SaveTriageStep records a step's result and applies it to the ticket in
@@ -191,7 +194,7 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 		if !r.Last {
 			return nil
 		}
-		return d.triagedTx(ctx, tx, r.TicketID, r.JobID)
+		return d.triagedTx(ctx, tx, r.TicketID, r.JobID, r.Quiet)
 	})
 	if errors.Is(err, store.ErrStepSaved) {
 		return false, nil // saved by another delivery, which applied it and told whom it had to

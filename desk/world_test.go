@@ -58,7 +58,7 @@ func (q *fakeQueue) addJob(j queued) (int64, error) {
 }
 
 // QueueTriageAtCommit remembers the job with the id taken for it.
-func (q *fakeQueue) QueueTriageAtCommit(_ *store.Tx, ticketID string, jobID int64) {
+func (q *fakeQueue) QueueTriageAtCommit(_ *store.Tx, ticketID string, jobID int64, _ bool) {
 	_, _ = q.addJob(queued{Kind: "triage", TicketID: ticketID, ID: jobID})
 }
 

@@ -174,8 +174,8 @@ func NewQueue(pool *pgxpool.Pool, config Config) (*Queue, error) {
 
 // QueueTriageAtCommit has tx insert the triage job of the ticket, with the
 // id taken for it (store.Batch.NextJobID), with its commit.
-func (q *Queue) QueueTriageAtCommit(tx *store.Tx, ticketID string, jobID int64) {
-	q.atCommit(tx, jobID, TriageArgs{TicketID: ticketID}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts, Queue: QueueTriage})
+func (q *Queue) QueueTriageAtCommit(tx *store.Tx, ticketID string, jobID int64, quiet bool) {
+	q.atCommit(tx, jobID, TriageArgs{TicketID: ticketID, Quiet: quiet}, &river.InsertOpts{MaxAttempts: q.config.TriageMaxAttempts, Queue: QueueTriage})
 }
 
 // QueueEmailAtCommit has tx insert, with its commit, the job that delivers

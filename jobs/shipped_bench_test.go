@@ -55,7 +55,7 @@ func queueMoreTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, cust
 			}); err != nil {
 				return err
 			}
-			q.QueueTriageAtCommit(tx, ticket.ID, jobID)
+			q.QueueTriageAtCommit(tx, ticket.ID, jobID, false)
 		}
 		return nil
 	})

@@ -20,6 +20,9 @@ import (
 // TriageArgs is the triage job of one ticket.
 type TriageArgs struct {
 	TicketID string `json:"ticket_id"`
+	// Quiet: the ticket's agents are not mailed when it is triaged (mail
+	// that waited long in its mailbox: desk.TriageResult.Quiet).
+	Quiet bool `json:"quiet,omitempty"`
 }
 
 // Kind is River's name for the job.
@@ -111,7 +114,7 @@ func (w *TriageWorker) Work(ctx context.Context, job *river.Job[TriageArgs]) err
 		if task == desk.TaskEmbed {
 			vec = result.Embedding
 		}
-		result.Last, result.ProviderName = i == len(desk.TriageTasks)-1, w.gate.name
+		result.Last, result.ProviderName, result.Quiet = i == len(desk.TriageTasks)-1, w.gate.name, job.Args.Quiet
 		if free, err = w.desk.SaveTriageStep(ctx, result); err != nil {
 			return err
 		}
