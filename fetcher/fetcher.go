@@ -487,7 +487,8 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 	if literal == nil {
 		return false, fmt.Errorf("UID %d came without its body", uid)
 	}
-	body := io.Reader(literal)
+	lit := &whole{r: literal, left: literal.Size()}
+	body := io.Reader(lit)
 	if literal.Size() > f.config.MaxBytes {
 		// What comes is measured by its literal, not by RFC822.SIZE, which
 		// may fall short (Exchange's is an estimate), nor by a header
@@ -496,7 +497,7 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 		if !tooLarge {
 			tooLarge, size = true, literal.Size()
 		}
-		body = headerSection(literal, f.config.MaxBytes)
+		body = headerSection(body, f.config.MaxBytes)
 	}
 	if tooLarge {
 		kept := conn.folder
@@ -508,8 +509,21 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 		body = io.MultiReader(body, strings.NewReader(note))
 	}
 	out, err := f.receiver.ReceiveFrom(ctx, &inbound.Envelope{Source: src, AuthservID: conn.authservID}, body)
-	// The literal must be read to its end before the next command.
-	_, _ = io.Copy(io.Discard, literal)
+	// The literal must be read to its end before the next command, and
+	// not once more after it ended: go-imap's reader goes on with the
+	// connection's next bytes as soon as it has.
+	_, _ = io.Copy(io.Discard, lit)
+	if lit.err != io.EOF {
+		// It ended short or failed: the connection is lost. go-imap's
+		// FETCH would read the rest once more as it closes, beside the
+		// client's own reader; end the connection, and let that reader
+		// stop first.
+		_ = conn.c.Close()
+		select {
+		case <-conn.c.Closed():
+		case <-ctx.Done():
+		}
+	}
 	if cerr := cmd.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("fetch UID %d: %w", uid, cerr)
 	}
@@ -532,7 +546,9 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 }
 
 // headerSection reads r to the end of its header section, the first
-// empty line (RFC 5322 §2.1), or to max bytes, whichever comes first.
+// empty line (RFC 5322 §2.1), or to max bytes, whichever comes first. An
+// error reading r, other than its end, is the returned reader's, after
+// the bytes read.
 func headerSection(r io.Reader, max int64) io.Reader {
 	var head bytes.Buffer
 	br := bufio.NewReader(io.LimitReader(r, max))
@@ -543,11 +559,43 @@ func headerSection(r io.Reader, max int64) io.Reader {
 			lineStart = false
 			continue
 		}
+		if err != nil && err != io.EOF {
+			return io.MultiReader(&head, failed{err})
+		}
 		if err != nil || (lineStart && (string(line) == "\r\n" || string(line) == "\n")) {
 			return &head
 		}
 		lineStart = true
 	}
+}
+
+// failed is a reader that fails with its error.
+type failed struct{ err error }
+
+func (f failed) Read([]byte) (int, error) { return 0, f.err }
+
+// whole reads a literal, and ends in io.ErrUnexpectedEOF where it ends
+// short of its size. go-imap's literal reader ends at the connection's end
+// as at the literal's: a mail cut by a connection lost halfway through its
+// FETCH would otherwise be filed as if it were whole, and the checkpoint
+// moved past the rest of it.
+type whole struct {
+	r    io.Reader
+	left int64
+	err  error // how it ended; it is not read after
+}
+
+func (w *whole) Read(b []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	n, err := w.r.Read(b)
+	w.left -= int64(n)
+	if err == io.EOF && w.left > 0 {
+		err = fmt.Errorf("the message's body ended %d bytes short: %w", w.left, io.ErrUnexpectedEOF)
+	}
+	w.err = err
+	return n, err
 }
 
 // permanent reports whether the same bytes would fail again.

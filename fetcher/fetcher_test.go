@@ -283,6 +283,29 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	t.Run("AConnectionLostHalfwayThroughAMessageFilesItWholeAfterTheReconnect", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		var body strings.Builder
+		for i := 1; i <= 1000; i++ { // within what a message's text keeps
+			fmt.Fprintf(&body, "Line %d of what the customer wrote.\r\n", i)
+		}
+		put(t, s, "INBOX", []byte("From: Long <long@example.net>\r\nTo: support@example.org\r\nSubject: A long one\r\n"+
+			"Message-ID: <long@example.net>\r\n\r\n"+body.String()))
+		s.DropInNextBody()
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "the message moved", func() bool { return s.Count("Processed") == 1 })
+		var stored string
+		if err := w.Pool.QueryRow(w.Ctx, `SELECT body FROM messages WHERE direction = 'inbound'`).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(stored, "Line 1000 of what the customer wrote.") || s.Logins() < 2 {
+			t.Errorf("after %d sign-ins, the stored message has %d bytes and ends %q; want it whole, after a reconnect",
+				s.Logins(), len(stored), stored[max(0, len(stored)-80):])
+		}
+	})
+
 	t.Run("AConnectionDroppedBeforeTheMoveOnlyFinishesTheMove", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)

@@ -52,6 +52,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	dropMove int // connections to drop at their next MOVE
+	dropBody int // connections to drop halfway through the next message body they send
 	conns    []net.Conn
 	logins   atomic.Int64
 }
@@ -103,6 +104,7 @@ func Listen(opts Options) (*Server, error) {
 	if opts.ShortSizes {
 		ln = &rewriteListener{ln, shortSizes}
 	}
+	ln = &rewriteListener{ln, s.cutBody}
 	if opts.TLS != nil {
 		ln = tls.NewListener(ln, opts.TLS)
 	}
@@ -173,6 +175,35 @@ func (s *Server) DropAtNextMove() {
 	s.mu.Lock()
 	s.dropMove++
 	s.mu.Unlock()
+}
+
+// DropInNextBody makes the next session that sends a message's body
+// (BODY[]) send half of it and drop its connection: a connection lost in
+// the middle of a FETCH.
+func (s *Server) DropInNextBody() {
+	s.mu.Lock()
+	s.dropBody++
+	s.mu.Unlock()
+}
+
+// errCut is what a connection cut by DropInNextBody returns.
+var errCut = errors.New("cut halfway through a message body")
+
+// cutBody is DropInNextBody's rewrite: it keeps what comes before the
+// body's literal and half of the rest, and errCut has the connection
+// closed after writing it.
+func (s *Server) cutBody(b []byte) ([]byte, error) {
+	i := bytes.Index(b, []byte("BODY[] {"))
+	if i < 0 {
+		return b, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dropBody == 0 {
+		return b, nil
+	}
+	s.dropBody--
+	return b[:i+(len(b)-i)/2], errCut
 }
 
 // Logins counts the sessions that signed in.
@@ -296,11 +327,12 @@ type discard struct{}
 func (discard) Printf(string, ...any) {}
 
 // rewriteListener's connections pass all they write through rewrite, as
-// a server that says something else would write it. It is used by
-// pointer: go-imap's server keeps its listeners in a map.
+// a server that says something else would write it; an error from it has
+// the connection closed once the rewritten bytes are written. It is used
+// by pointer: go-imap's server keeps its listeners in a map.
 type rewriteListener struct {
 	net.Listener
-	rewrite func([]byte) []byte
+	rewrite func([]byte) ([]byte, error)
 }
 
 func (l *rewriteListener) Accept() (net.Conn, error) {
@@ -313,26 +345,33 @@ func (l *rewriteListener) Accept() (net.Conn, error) {
 
 type rewriteConn struct {
 	net.Conn
-	rewrite func([]byte) []byte
+	rewrite func([]byte) ([]byte, error)
 }
 
 func (c rewriteConn) Write(b []byte) (int, error) {
-	if _, err := c.Conn.Write(c.rewrite(b)); err != nil {
+	out, cut := c.rewrite(b)
+	if _, err := c.Conn.Write(out); err != nil {
 		return 0, err
+	}
+	if cut != nil {
+		_ = c.Conn.Close()
+		return 0, cut
 	}
 	return len(b), nil
 }
 
 // noIdle leaves IDLE out of every capability list: go-imap's server
 // always names it for IMAP4rev1.
-func noIdle(b []byte) []byte {
+func noIdle(b []byte) ([]byte, error) {
 	if bytes.Contains(b, []byte("CAPABILITY")) {
-		return bytes.ReplaceAll(b, []byte(" IDLE"), nil)
+		return bytes.ReplaceAll(b, []byte(" IDLE"), nil), nil
 	}
-	return b
+	return b, nil
 }
 
 var rfc822Size = regexp.MustCompile(`RFC822\.SIZE [0-9]+`)
 
 // shortSizes says 1 for every RFC822.SIZE.
-func shortSizes(b []byte) []byte { return rfc822Size.ReplaceAll(b, []byte("RFC822.SIZE 1")) }
+func shortSizes(b []byte) ([]byte, error) {
+	return rfc822Size.ReplaceAll(b, []byte("RFC822.SIZE 1")), nil
+}
