@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/textproto"
@@ -187,4 +188,76 @@ func TestInboundSessionLimits(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A message whose sender lost its connection before the message's end was
+// never answered 250: the sender still holds it and sends it again. A
+// stored half would take its Message-ID, and the whole, sent again, would
+// be dropped as its duplicate.
+func TestAMessageCutShortByALostConnectionIsNeverStored(t *testing.T) {
+	t.Parallel()
+	var body strings.Builder
+	for i := 1; i <= 400; i++ {
+		fmt.Fprintf(&body, "Line %d of what the customer wrote.\r\n", i)
+	}
+	whole := "From: Ada Lovelace <ada.lovelace@example.com>\r\nTo: support@helpdesk.example.com\r\nSubject: A long one\r\n" +
+		"Message-ID: <cut-short@example.com>\r\n\r\n" + body.String()
+	for _, tc := range []struct {
+		name string
+		send func(c *textproto.Conn) error // sends the first half of whole, and leaves the rest unsent
+	}{
+		{"BDATLASTWithHalfItsChunk", func(c *textproto.Conn) error {
+			_, err := fmt.Fprintf(c.W, "BDAT %d LAST\r\n%s", len(whole), whole[:len(whole)/2])
+			return errors.Join(err, c.W.Flush())
+		}},
+		{"DATAWithoutItsEnd", func(c *textproto.Conn) error {
+			if err := c.PrintfLine("DATA"); err != nil {
+				return err
+			}
+			if _, _, err := c.ReadResponse(354); err != nil {
+				return err
+			}
+			_, err := c.W.WriteString(whole[:len(whole)/2])
+			return errors.Join(err, c.W.Flush())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			// One session at a time: the next is greeted only once the cut
+			// one has ended, its message filed or not.
+			b.listen(t, inbound.ServerConfig{Domain: "helpdesk.example.com", MaxSessions: 1})
+			conn, c := b.greeted(t)
+			for _, cmd := range []string{"EHLO client.example.org", "MAIL FROM:<ada.lovelace@example.com>", "RCPT TO:<support@helpdesk.example.com>"} {
+				if err := c.PrintfLine("%s", cmd); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := c.ReadResponse(250); err != nil {
+					t.Fatalf("%s: %v", cmd, err)
+				}
+			}
+			if err := tc.send(c); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.Close()
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				err := smtptest.Send(b.addr, "ada.lovelace@example.com", "support@helpdesk.example.com", []byte(whole))
+				if err == nil {
+					break
+				}
+				var se *smtp.SMTPError
+				if !errors.As(err, &se) || se.Code != 421 || time.Now().After(deadline) {
+					t.Fatalf("sending the whole message again: %v", err)
+				}
+			}
+			var stored string
+			if err := b.Pool.QueryRow(b.Ctx, `SELECT string_agg(body, '|') FROM messages WHERE direction = 'inbound'`).Scan(&stored); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(stored, "Line 400 of what the customer wrote.") || strings.Contains(stored, "|") {
+				t.Errorf("stored %d bytes ending %q, want the one message whole", len(stored), stored[max(0, len(stored)-60):])
+			}
+		})
+	}
 }

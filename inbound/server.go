@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -191,6 +192,9 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 func (s *session) Data(r io.Reader) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
+	if s.conn != nil {
+		r = untilEnded{r: r, conn: s.conn}
+	}
 	_, err := s.rc.ReceiveFrom(ctx, &s.env, r)
 	var smtpErr *smtp.SMTPError
 	switch {
@@ -304,6 +308,38 @@ type sessionConn struct {
 	hard     atomic.Int64 // unix nanoseconds
 	release  func()
 	released sync.Once
+	ended    atomic.Bool // a read met the connection's end, or failed
+}
+
+func (c *sessionConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.ended.Store(true)
+	}
+	return n, err
+}
+
+// errCutShort is a message whose connection ended before it did.
+var errCutShort = fmt.Errorf("the connection ended before the message did: %w", io.ErrUnexpectedEOF)
+
+// untilEnded reads a message, and fails where it ends only because its
+// connection did. go-smtp hands a BDAT LAST chunk that the connection cut
+// short to Data as if it were whole (its chunk is an io.LimitReader, which
+// ends at the connection's end as at the chunk's; DATA's reader, which
+// needs the final dot, says io.ErrUnexpectedEOF). Stored, the half would
+// take the message's Message-ID, and the whole, sent again by a sender
+// that was never answered 250, would be dropped as its duplicate.
+type untilEnded struct {
+	r    io.Reader
+	conn *sessionConn
+}
+
+func (u untilEnded) Read(b []byte) (int, error) {
+	n, err := u.r.Read(b)
+	if err == io.EOF && u.conn.ended.Load() {
+		err = errCutShort
+	}
+	return n, err
 }
 
 // startMessage gives the next message its whole time.
