@@ -219,6 +219,7 @@ func configDigest(m *store.Mailbox) string {
 // its failures are its own.
 func (f *Fetchers) loop(ctx context.Context, name string) {
 	failures := 0
+	refused := refusals{} // across its sessions
 	for ctx.Err() == nil {
 		held, err := f.desk.ClaimMailbox(ctx, name, f.config.Holder, f.config.Lease)
 		switch {
@@ -229,7 +230,7 @@ func (f *Fetchers) loop(ctx context.Context, name string) {
 			sleep(ctx, f.config.Lease/3)
 			continue
 		default:
-			err = f.session(ctx, name)
+			err = f.session(ctx, name, refused)
 			if ctx.Err() != nil {
 				_ = f.desk.ReleaseMailbox(context.WithoutCancel(ctx), name, f.config.Holder)
 				metrics.IMAPConnected.WithLabelValues(name).Set(0)
@@ -264,7 +265,7 @@ var errLeaseLost = errors.New("the lease on the mailbox was lost")
 // finish the moves a crash left, file what is new, then wait for more
 // (IDLE, or Poll) and file again, renewing the lease, until something
 // fails or ctx ends.
-func (f *Fetchers) session(ctx context.Context, name string) error {
+func (f *Fetchers) session(ctx context.Context, name string, refused refusals) error {
 	mb, err := f.desk.Mailbox(ctx, name)
 	if err != nil {
 		return err
@@ -286,7 +287,7 @@ func (f *Fetchers) session(ctx context.Context, name string) error {
 		return err
 	}
 	defer conn.close()
-	conn.authservID = mailboxAuthservID(mb, ep)
+	conn.authservID, conn.refused = mailboxAuthservID(mb, ep), refused
 	metrics.IMAPConnected.WithLabelValues(name).Set(1)
 
 	sel, err := conn.selectFolder(ep.Folder)
@@ -475,7 +476,13 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 	defer cmd.Close()
 	msg := cmd.Next()
 	if msg == nil {
-		return false, cmd.Close() // expunged meanwhile
+		var no *imap.Error
+		if err := cmd.Close(); errors.As(err, &no) {
+			return f.refused(ctx, conn, mb, uidvalidity, uid, err)
+		} else if err != nil {
+			return false, err
+		}
+		return false, nil // expunged meanwhile
 	}
 	var literal imap.LiteralReader
 	for item := msg.Next(); item != nil; item = msg.Next() {
@@ -485,8 +492,9 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 		}
 	}
 	if literal == nil {
-		return false, fmt.Errorf("UID %d came without its body", uid)
+		return f.refused(ctx, conn, mb, uidvalidity, uid, errors.New("it came without its body"))
 	}
+	delete(conn.refused, refusedUID{uidvalidity, uid})
 	lit := &whole{r: literal, left: literal.Size()}
 	body := io.Reader(lit)
 	if literal.Size() > f.config.MaxBytes {
@@ -543,6 +551,22 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 	default:
 		return false, err
 	}
+}
+
+// refused counts a refusal of a message's body; at maxRefusals the
+// message is passed by: the checkpoint moves past it, and it stays in the
+// folder, for a person to look at with the mail client.
+func (f *Fetchers) refused(ctx context.Context, conn *conn, mb *store.Mailbox, uidvalidity int64, uid imap.UID, why error) (bool, error) {
+	k := refusedUID{uidvalidity, uid}
+	conn.refused[k]++
+	if n := conn.refused[k]; n < maxRefusals {
+		return false, fmt.Errorf("fetch UID %d: the server refused it (%d of %d times before it is passed by): %w", uid, n, maxRefusals, why)
+	}
+	delete(conn.refused, k)
+	metrics.IMAPMessages.WithLabelValues(mb.Name, "unfetchable").Inc()
+	f.log.WarnContext(ctx, "mailbox: a message the server refused to give, each time asked, is passed by and left where it is",
+		slog.String("mailbox", mb.Name), slog.String("folder", conn.folder), slog.Int64("uid", int64(uid)), slog.Any("error", why))
+	return false, f.desk.SkipMailboxMessage(ctx, &desk.MailSource{Mailbox: mb.Name, UIDValidity: uidvalidity, UID: int64(uid)})
 }
 
 // headerSection reads r to the end of its header section, the first
@@ -649,7 +673,25 @@ type conn struct {
 	// authservID is whose Authentication-Results are believed for the
 	// mail it fetches (mailboxAuthservID).
 	authservID string
+	// refused is its mailbox loop's count of refused fetches (refusals).
+	refused refusals
 }
+
+// refusals counts, per message, the sessions in which the server refused
+// to give the message's body (a NO to its FETCH, or a FETCH without it).
+// Gmail answers "Some messages could not be FETCHed" for a message it
+// cannot read, each time it is asked: retried without end, one such
+// message would hold back every message behind it.
+type refusals map[refusedUID]int
+
+type refusedUID struct {
+	uidvalidity int64
+	uid         imap.UID
+}
+
+// maxRefusals is how many sessions a message's fetch may be refused in
+// before it is passed by and left in the folder.
+const maxRefusals = 3
 
 func (c *conn) close() {
 	_ = c.c.Logout().Wait()

@@ -306,6 +306,28 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	t.Run("AMessageTheServerRefusesEachTimeIsPassedByAndTheMailBehindItArrives", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		put(t, s, "INBOX", customerMail(1, "unreadable@example.net"))
+		put(t, s, "INBOX", customerMail(2, "behind@example.net"))
+		s.RefuseFetch(1)
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "the mail behind it", func() bool { return s.Count("Processed") == 1 })
+		m, err := w.desk.Mailbox(w.Ctx, "support")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := w.count(t, `SELECT count(*) FROM tickets`); n != 1 || s.Count("INBOX") != 1 || m.LastUID != 2 || s.Logins() < 3 {
+			t.Errorf("%d tickets, %d left in INBOX, checkpoint at UID %d after %d sign-ins; want 1 ticket, the refused one left, "+
+				"the checkpoint past both, after 3 sessions or more", n, s.Count("INBOX"), m.LastUID, s.Logins())
+		}
+		if m.LastError == nil || !strings.Contains(*m.LastError, "Some messages could not be FETCHed") {
+			t.Errorf("last error %v, want the server's refusal", m.LastError)
+		}
+	})
+
 	t.Run("AConnectionDroppedBeforeTheMoveOnlyFinishesTheMove", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)

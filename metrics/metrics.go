@@ -70,9 +70,9 @@ var (
 		"Inbound mail by outcome (new_ticket, reply, follow_up, duplicate, bounce, ignored, agent_replied, refused, tempfail, …).", "outcome")
 
 	// IMAPMessages counts the messages fetched from each mailbox by what
-	// became of them (the filing's outcomes, and refused, too_large, before_since).
+	// became of them (the filing's outcomes, and refused, too_large, before_since, unfetchable).
 	IMAPMessages = newCounterVec("helpdesk_imap_messages_total",
-		"Messages fetched from IMAP mailboxes, by mailbox and outcome (new_ticket, reply, duplicate, …, refused, too_large, before_since).", "mailbox", "outcome")
+		"Messages fetched from IMAP mailboxes, by mailbox and outcome (new_ticket, reply, duplicate, …, refused, too_large, before_since, unfetchable).", "mailbox", "outcome")
 	// IMAPConnected is 1 while a process holds a mailbox's connection.
 	IMAPConnected = newGaugeVec("helpdesk_imap_connected",
 		"1 while this process is connected to the IMAP mailbox, else 0.", "mailbox")

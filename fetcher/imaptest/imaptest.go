@@ -53,6 +53,7 @@ type Server struct {
 	mu       sync.Mutex
 	dropMove int // connections to drop at their next MOVE
 	dropBody int // connections to drop halfway through the next message body they send
+	refuse   map[imap.UID]bool
 	conns    []net.Conn
 	logins   atomic.Int64
 }
@@ -206,6 +207,30 @@ func (s *Server) cutBody(b []byte) ([]byte, error) {
 	return b[:i+(len(b)-i)/2], errCut
 }
 
+// RefuseFetch has the server answer NO to every FETCH of the body of
+// the message uid, as Gmail answers "Some messages could not be FETCHed"
+// for a message it cannot read, each time it is asked.
+func (s *Server) RefuseFetch(uid imap.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refuse == nil {
+		s.refuse = map[imap.UID]bool{}
+	}
+	s.refuse[uid] = true
+}
+
+// refused reports whether uids name a message RefuseFetch named.
+func (s *Server) refused(uids imap.UIDSet) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for uid := range s.refuse {
+		if uids.Contains(uid) {
+			return true
+		}
+	}
+	return false
+}
+
 // Logins counts the sessions that signed in.
 func (s *Server) Logins() int64 { return s.logins.Load() }
 
@@ -254,6 +279,13 @@ func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
 		return errNoIdle
 	}
 	return s.Session.Idle(w, stop)
+}
+
+func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *imap.FetchOptions) error {
+	if uids, ok := numSet.(imap.UIDSet); ok && len(options.BodySection) > 0 && s.server.refused(uids) {
+		return &imap.Error{Type: imap.StatusResponseTypeNo, Text: "Some messages could not be FETCHed (Failure)"}
+	}
+	return s.Session.Fetch(w, numSet, options)
 }
 
 func (s *session) Move(w *imapserver.MoveWriter, numSet imap.NumSet, dest string) error {
