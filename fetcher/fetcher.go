@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +56,10 @@ type Config struct {
 	Backoff backoff.Backoff
 	// Timeout bounds each IMAP command.
 	Timeout time.Duration
+	// PassBy is how long a message whose body the server refuses is asked
+	// for again before it is passed by (refusals); default 10 minutes, so
+	// that a server's passing trouble loses no mail.
+	PassBy time.Duration
 	// TLS is the client's TLS configuration (the test's roots); nil: the
 	// system's.
 	TLS    *tls.Config
@@ -105,6 +110,9 @@ func New(d *desk.Desk, rc *inbound.Receiver, config Config) *Fetchers {
 	}
 	if config.Timeout <= 0 {
 		config.Timeout = 2 * time.Minute
+	}
+	if config.PassBy <= 0 {
+		config.PassBy = 10 * time.Minute
 	}
 	if config.Logger == nil {
 		config.Logger = slog.Default()
@@ -553,14 +561,26 @@ func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, 
 	}
 }
 
-// refused counts a refusal of a message's body; at maxRefusals the
-// message is passed by: the checkpoint moves past it, and it stays in the
-// folder, for a person to look at with the mail client.
+// refused counts a refusal of a message's body; refused minRefusals
+// times over Config.PassBy, the message is passed by: the checkpoint
+// moves past it, and it stays in the folder, for a person to look at with
+// a mail client. A refusal the server calls passing (RFC 5530's
+// UNAVAILABLE, INUSE, LIMIT) is not counted.
 func (f *Fetchers) refused(ctx context.Context, conn *conn, mb *store.Mailbox, uidvalidity int64, uid imap.UID, why error) (bool, error) {
+	var no *imap.Error
+	if errors.As(why, &no) && slices.Contains([]imap.ResponseCode{imap.ResponseCodeUnavailable, imap.ResponseCodeInUse, imap.ResponseCodeLimit}, no.Code) {
+		return false, fmt.Errorf("fetch UID %d: %w", uid, why)
+	}
 	k := refusedUID{uidvalidity, uid}
-	conn.refused[k]++
-	if n := conn.refused[k]; n < maxRefusals {
-		return false, fmt.Errorf("fetch UID %d: the server refused it (%d of %d times before it is passed by): %w", uid, n, maxRefusals, why)
+	r := conn.refused[k]
+	if r == nil {
+		r = &refusal{first: time.Now()}
+		conn.refused[k] = r
+	}
+	r.times++
+	if r.times < minRefusals || time.Since(r.first) < f.config.PassBy {
+		return false, fmt.Errorf("fetch UID %d: the server refused it (%d times since %s; it is passed by once refused %d times over %s): %w",
+			uid, r.times, r.first.UTC().Format(time.RFC3339), minRefusals, f.config.PassBy, why)
 	}
 	delete(conn.refused, k)
 	metrics.IMAPMessages.WithLabelValues(mb.Name, "unfetchable").Inc()
@@ -678,20 +698,26 @@ type conn struct {
 }
 
 // refusals counts, per message, the sessions in which the server refused
-// to give the message's body (a NO to its FETCH, or a FETCH without it).
-// Gmail answers "Some messages could not be FETCHed" for a message it
-// cannot read, each time it is asked: retried without end, one such
-// message would hold back every message behind it.
-type refusals map[refusedUID]int
+// to give the message's body (a NO to its FETCH, or a FETCH without it),
+// and since when. Gmail answers "Some messages could not be FETCHed" for
+// a message it cannot read, each time it is asked: retried without end,
+// one such message would hold back every message behind it.
+type refusals map[refusedUID]*refusal
 
 type refusedUID struct {
 	uidvalidity int64
 	uid         imap.UID
 }
 
-// maxRefusals is how many sessions a message's fetch may be refused in
-// before it is passed by and left in the folder.
-const maxRefusals = 3
+type refusal struct {
+	times int
+	first time.Time
+}
+
+// minRefusals is how many sessions a message's fetch must be refused in,
+// over Config.PassBy at least, before it is passed by and left in the
+// folder.
+const minRefusals = 3
 
 func (c *conn) close() {
 	_ = c.c.Logout().Wait()

@@ -306,9 +306,22 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	t.Run("AMessageTheServerRefusesForAWhileIsAskedForAgain", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, func(c *fetcher.Config) { c.PassBy = time.Hour })
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		put(t, s, "INBOX", customerMail(1, "unreadable@example.net"))
+		s.RefuseFetch(1)
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "five sessions", func() bool { return s.Logins() >= 5 })
+		if m, err := w.desk.Mailbox(w.Ctx, "support"); err != nil || m.LastUID != 0 {
+			t.Errorf("checkpoint %+v (%v), want it before the message: within the hour it is asked for again", m, err)
+		}
+	})
+
 	t.Run("AMessageTheServerRefusesEachTimeIsPassedByAndTheMailBehindItArrives", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t)
+		w := newWorld(t, func(c *fetcher.Config) { c.PassBy = time.Nanosecond })
 		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
 		put(t, s, "INBOX", customerMail(1, "unreadable@example.net"))
 		put(t, s, "INBOX", customerMail(2, "behind@example.net"))
