@@ -220,6 +220,11 @@ func (s *session) Data(r io.Reader) error {
 		// good rather than have the sender retry for days.
 		s.rc.logger.Error("inbound mail refused: its content cannot be stored", slog.Any("error", err))
 		return errUnstorable
+	case errors.Is(err, errCutShort):
+		// The client is gone and reads no answer: a sender's matter (a
+		// network that drops), not ours.
+		s.rc.logger.Warn("inbound mail not stored: its connection ended before it did", slog.String("client", s.env.ClientIP.String()))
+		return errTryAgain
 	default:
 		// Nothing was committed: the sender keeps the message and tries again.
 		s.rc.logger.Error("inbound mail not stored", slog.Any("error", err))
