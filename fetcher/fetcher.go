@@ -957,6 +957,7 @@ func (c *conn) wait(ctx context.Context, newMail <-chan struct{}, poll time.Dura
 			case <-newMail:
 			case <-t.C:
 			}
+			c.raw.idle(false) // the answer to DONE is a command's
 			if err := idle.Close(); err != nil {
 				return err
 			}
@@ -982,10 +983,17 @@ type deadlineConn struct {
 	idling  bool
 }
 
+// idle sets whether IDLE waits. Ending the wait also shortens the read
+// that waits now, which began with IDLE's long deadline: a connection
+// that died silently (a NAT that forgot it) would otherwise hold the
+// answer to DONE, and the session, for half an hour.
 func (c *deadlineConn) idle(on bool) {
 	c.mu.Lock()
 	c.idling = on
 	c.mu.Unlock()
+	if !on {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.timeout))
+	}
 }
 
 func (c *deadlineConn) deadline() time.Time {

@@ -341,6 +341,23 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	t.Run("AConnectionThatDiedSilentlyWhileIdlingIsDialledAgainWithinACommandsTimeout", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, func(c *fetcher.Config) { c.Timeout = 2 * time.Second })
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		s.StallNextIdle()
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "the connection", func() bool {
+			m, _ := w.desk.Mailbox(w.Ctx, "support")
+			return m != nil && m.Connected
+		})
+		put(t, s, "INBOX", customerMail(1, "after-the-silence@example.net"))
+		eventually(t, 30*time.Second, "the ticket, not half an hour later", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
+		if s.Logins() < 2 {
+			t.Errorf("%d sign-ins, want a second session", s.Logins())
+		}
+	})
+
 	t.Run("AConnectionDroppedBeforeTheMoveOnlyFinishesTheMove", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)

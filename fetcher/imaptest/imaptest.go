@@ -54,6 +54,8 @@ type Server struct {
 	dropMove int // connections to drop at their next MOVE
 	dropBody int // connections to drop halfway through the next message body they send
 	refuse   map[imap.UID]bool
+	stall    int           // sessions whose next IDLE never ends
+	closed   chan struct{} // closed by Close
 	conns    []net.Conn
 	logins   atomic.Int64
 }
@@ -77,7 +79,7 @@ func Listen(opts Options) (*Server, error) {
 		return nil, err
 	}
 	mem.AddUser(user)
-	s := &Server{User: user, opts: opts}
+	s := &Server{User: user, opts: opts, closed: make(chan struct{})}
 	caps := imap.CapSet{imap.CapIMAP4rev1: {}, imap.CapIMAP4rev2: {}}
 	if opts.NoIdle {
 		caps = imap.CapSet{imap.CapIMAP4rev1: {}, imap.CapMove: {}, imap.CapUIDPlus: {}, imap.CapNamespace: {}}
@@ -118,7 +120,25 @@ func Listen(opts Options) (*Server, error) {
 func (s *Server) Username() string { return s.opts.User }
 
 // Close stops the server and its connections.
-func (s *Server) Close() error { return s.srv.Close() }
+func (s *Server) Close() error {
+	s.mu.Lock()
+	select {
+	case <-s.closed:
+	default:
+		close(s.closed)
+	}
+	s.mu.Unlock()
+	return s.srv.Close()
+}
+
+// StallNextIdle makes the next session that idles go silent: it answers
+// neither DONE nor anything after it, as a connection that died without a
+// word (a NAT that forgot it) looks to the client.
+func (s *Server) StallNextIdle() {
+	s.mu.Lock()
+	s.stall++
+	s.mu.Unlock()
+}
 
 // Append puts a message into a folder, with flags, and returns its UID.
 func (s *Server) Append(folder string, raw []byte, flags ...imap.Flag) (imap.UID, error) {
@@ -277,6 +297,16 @@ func (s *session) Authenticate(mech string) (sasl.Server, error) {
 func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
 	if s.server.opts.NoIdle {
 		return errNoIdle
+	}
+	s.server.mu.Lock()
+	stall := s.server.stall > 0
+	if stall {
+		s.server.stall--
+	}
+	s.server.mu.Unlock()
+	if stall {
+		<-s.server.closed
+		return errors.New("stalled")
 	}
 	return s.Session.Idle(w, stop)
 }
