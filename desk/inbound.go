@@ -66,6 +66,7 @@ type MailSource struct {
 	Pending bool
 	// Arrived is when the mailbox's server took the message, its
 	// INTERNALDATE (RFC 9051 §2.3.3); zero when the server did not say.
+	// Of mail that waited there more than a day, nobody is mailed (late).
 	Arrived time.Time
 }
 

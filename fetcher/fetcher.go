@@ -467,10 +467,10 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 }
 
 // fetchOne reads one message, without touching its flags, and files it;
-// filed says whether it is to be moved. arrived is its INTERNALDATE: a
-// message that waited in the mailbox long before it was fetched is not
-// acknowledged (desk.AckLate). A message the filing refuses for
-// good stays where it is and is passed by.
+// filed says whether it is to be moved. arrived is its INTERNALDATE: of
+// a message that waited in the mailbox more than a day before it was
+// fetched, nobody is mailed (desk.MailSource.Arrived). A message the
+// filing refuses for good stays where it is and is passed by.
 func (f *Fetchers) fetchOne(ctx context.Context, conn *conn, mb *store.Mailbox, uidvalidity int64, uid imap.UID, size int64, arrived time.Time) (filed bool, err error) {
 	src := &desk.MailSource{Mailbox: mb.Name, Address: mb.Address, UIDValidity: uidvalidity, UID: int64(uid),
 		Pending: mb.AfterImport != desk.AfterImportKeep, Arrived: arrived}
