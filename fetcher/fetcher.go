@@ -673,7 +673,7 @@ func (f *Fetchers) afterImport(ctx context.Context, conn *conn, mb *store.Mailbo
 			err = conn.c.Store(set, &imap.StoreFlags{Op: imap.StoreFlagsAdd, Silent: true, Flags: []imap.Flag{importedFlag}}, nil).Close()
 		}
 		if err != nil {
-			return fmt.Errorf("%s after import: %w", mb.AfterImport, err)
+			return fmt.Errorf("%s after import: %w; a mail filed is not filed again, and -after-import flag or keep leaves it where it is", mb.AfterImport, err)
 		}
 	}
 	return f.desk.MovesDone(ctx, mb.Name, uidvalidity, uids)
@@ -888,7 +888,9 @@ func (c *conn) processedFolder(name string) (string, error) {
 		name = under
 	}
 	if err := c.c.Create(name, nil).Wait(); err != nil {
-		return "", fmt.Errorf("create %s: %w", name, err)
+		// An account that may read a mailbox but not make folders in it
+		// (a shared mailbox, often) can still leave its mail flagged.
+		return "", fmt.Errorf("create %s: %w; name a folder that exists (-processed), or leave filed mail where it is (-after-import flag)", name, err)
 	}
 	return name, nil
 }

@@ -358,6 +358,23 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	t.Run("AnAccountThatMayNotMakeFoldersIsToldToFlagInstead", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "shared@example.org", Password: "pw", NoCreate: true})
+		put(t, s, "INBOX", customerMail(1, "to-shared@example.net"))
+		w.mailbox(t, "shared", s, "pw", "shared@example.org")
+		eventually(t, 30*time.Second, "the error", func() bool {
+			m, _ := w.desk.Mailbox(w.Ctx, "shared")
+			return m != nil && m.LastError != nil
+		})
+		if m, _ := w.desk.Mailbox(w.Ctx, "shared"); !strings.Contains(*m.LastError, "NOPERM") || !strings.Contains(*m.LastError, "-after-import flag") {
+			t.Errorf("last error %q, want the server's refusal and what to do", *m.LastError)
+		}
+		w.mailbox(t, "shared", s, "pw", "shared@example.org", func(p *desk.MailboxParams) { p.AfterImport = desk.AfterImportFlag })
+		eventually(t, 30*time.Second, "the ticket, flagged", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
+	})
+
 	t.Run("AConnectionDroppedBeforeTheMoveOnlyFinishesTheMove", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)

@@ -41,6 +41,9 @@ type Options struct {
 	// server's delimiter being "/"): NAMESPACE names it, and a folder
 	// outside it cannot be made, with the refusal Dovecot gives.
 	Prefix string
+	// NoCreate refuses every CREATE, as a shared mailbox whose account
+	// may read but not make folders does.
+	NoCreate bool
 }
 
 // Server is the running server.
@@ -343,6 +346,9 @@ func (s *session) Namespace() (*imap.NamespaceData, error) {
 }
 
 func (s *session) Create(name string, options *imap.CreateOptions) error {
+	if s.server.opts.NoCreate {
+		return &imap.Error{Type: imap.StatusResponseTypeNo, Code: imap.ResponseCodeNoPerm, Text: "Permission denied"}
+	}
 	if p := s.server.opts.Prefix; p != "" && !strings.HasPrefix(name, p) {
 		return &imap.Error{Type: imap.StatusResponseTypeNo,
 			Text: "Client tried to access nonexistent namespace. (Mailbox name should probably be prefixed with: " + p + ")"}
