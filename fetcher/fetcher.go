@@ -401,7 +401,11 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 		return err
 	}
 	last := current.LastUID
-	data, err := conn.c.UIDSearch(&imap.SearchCriteria{UID: []imap.UIDSet{{imap.UIDRange{Start: imap.UID(last + 1), Stop: 0}}}}, nil).Wait()
+	// A message marked \Deleted is one a person threw away (Thunderbird's
+	// and Outlook's delete, in a mailbox not yet compacted): it is left
+	// out, as their views leave it out.
+	data, err := conn.c.UIDSearch(&imap.SearchCriteria{UID: []imap.UIDSet{{imap.UIDRange{Start: imap.UID(last + 1), Stop: 0}}},
+		NotFlag: []imap.Flag{imap.FlagDeleted}}, nil).Wait()
 	if err != nil {
 		return fmt.Errorf("search: %w", err)
 	}

@@ -358,6 +358,19 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	t.Run("AMessageSomeoneDeletedIsLeftOut", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		put(t, s, "INBOX", customerMail(1, "spam@example.net"), imap.FlagDeleted) // thrown away, not yet expunged
+		put(t, s, "INBOX", customerMail(2, "customer@example.net"))
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "the other moved", func() bool { return s.Count("Processed") == 1 })
+		if n := w.count(t, `SELECT count(*) FROM customers WHERE email = 'spam@example.net'`); n != 0 || s.Count("INBOX") != 1 {
+			t.Errorf("%d tickets of the deleted message's sender, %d left in INBOX; want none, and it left as it was", n, s.Count("INBOX"))
+		}
+	})
+
 	t.Run("AnAccountThatMayNotMakeFoldersIsToldToFlagInstead", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
