@@ -88,6 +88,15 @@ func (w *world) mailbox(t testing.TB, name string, s *imaptest.Server, password,
 	}
 }
 
+// connected waits for the mailbox's fetcher to be signed in.
+func (w *world) connected(t *testing.T, name string) {
+	t.Helper()
+	eventually(t, 30*time.Second, name+"'s connection", func() bool {
+		m, _ := w.desk.Mailbox(w.Ctx, name)
+		return m != nil && m.Connected
+	})
+}
+
 func customerMail(n int, from string) []byte {
 	return []byte(fmt.Sprintf("From: Customer %d <%s>\r\nTo: support@example.org\r\nSubject: Question %d\r\nMessage-ID: <q%d.%s>\r\n\r\nQuestion number %d.\r\n",
 		n, from, n, n, from, n))
@@ -347,10 +356,7 @@ func TestFetchingAMailbox(t *testing.T) {
 		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
 		s.StallNextIdle()
 		w.mailbox(t, "support", s, "pw", "support@example.org")
-		eventually(t, 30*time.Second, "the connection", func() bool {
-			m, _ := w.desk.Mailbox(w.Ctx, "support")
-			return m != nil && m.Connected
-		})
+		w.connected(t, "support")
 		put(t, s, "INBOX", customerMail(1, "after-the-silence@example.net"))
 		eventually(t, 30*time.Second, "the ticket, not half an hour later", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
 		if s.Logins() < 2 {
@@ -408,10 +414,7 @@ func TestFetchingAMailbox(t *testing.T) {
 		w := newWorld(t)
 		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw", NoIdle: true})
 		w.mailbox(t, "support", s, "pw", "support@example.org")
-		eventually(t, 30*time.Second, "the connection", func() bool {
-			m, _ := w.desk.Mailbox(w.Ctx, "support")
-			return m != nil && m.Connected
-		})
+		w.connected(t, "support")
 		put(t, s, "INBOX", customerMail(1, "p@example.net"))
 		eventually(t, 10*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
 	})

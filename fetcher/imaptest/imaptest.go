@@ -221,12 +221,9 @@ func (s *Server) cutBody(b []byte) ([]byte, error) {
 	if i < 0 {
 		return b, nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dropBody == 0 {
+	if !s.take(&s.dropBody) {
 		return b, nil
 	}
-	s.dropBody--
 	return b[:i+(len(b)-i)/2], errCut
 }
 
@@ -252,6 +249,18 @@ func (s *Server) refused(uids imap.UIDSet) bool {
 		}
 	}
 	return false
+}
+
+// take uses up one of a fault's count, under the lock, and reports
+// whether there was one.
+func (s *Server) take(count *int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if *count == 0 {
+		return false
+	}
+	*count--
+	return true
 }
 
 // Logins counts the sessions that signed in.
@@ -301,13 +310,7 @@ func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
 	if s.server.opts.NoIdle {
 		return errNoIdle
 	}
-	s.server.mu.Lock()
-	stall := s.server.stall > 0
-	if stall {
-		s.server.stall--
-	}
-	s.server.mu.Unlock()
-	if stall {
+	if s.server.take(&s.server.stall) {
 		<-s.server.closed
 		return errors.New("stalled")
 	}
@@ -322,13 +325,7 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *
 }
 
 func (s *session) Move(w *imapserver.MoveWriter, numSet imap.NumSet, dest string) error {
-	s.server.mu.Lock()
-	drop := s.server.dropMove > 0
-	if drop {
-		s.server.dropMove--
-	}
-	s.server.mu.Unlock()
-	if drop {
+	if s.server.take(&s.server.dropMove) {
 		_ = s.conn.Close()
 		return errors.New("dropped")
 	}
