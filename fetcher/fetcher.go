@@ -273,7 +273,7 @@ var errLeaseLost = errors.New("the lease on the mailbox was lost")
 // finish the moves a crash left, file what is new, then wait for more
 // (IDLE, or Poll) and file again, renewing the lease, until something
 // fails or ctx ends.
-func (f *Fetchers) session(ctx context.Context, name string, refused refusals) error {
+func (f *Fetchers) session(ctx context.Context, name string, refused refusals) (err error) {
 	mb, err := f.desk.Mailbox(ctx, name)
 	if err != nil {
 		return err
@@ -295,6 +295,16 @@ func (f *Fetchers) session(ctx context.Context, name string, refused refusals) e
 		return err
 	}
 	defer conn.close()
+	defer func() {
+		// go-imap keeps no word of a server's BYE, and the session ends
+		// in a closed connection's error; the person reading the
+		// mailbox's last error sees the server's reason instead (Microsoft
+		// 365's "Session invalidated - AccessTokenExpired", Dovecot's
+		// "IMAP session state is inconsistent").
+		if bye := conn.raw.bye(); err != nil && bye != "" {
+			err = fmt.Errorf("the server ended the session: %s (%w)", bye, err)
+		}
+	}()
 	conn.authservID, conn.refused = mailboxAuthservID(mb, ep), refused
 	metrics.IMAPConnected.WithLabelValues(name).Set(1)
 
@@ -962,6 +972,7 @@ func (c *conn) wait(ctx context.Context, newMail <-chan struct{}, poll time.Dura
 			case <-ctx.Done():
 			case <-newMail:
 			case <-t.C:
+			case <-c.c.Closed(): // the server said BYE, or the connection broke
 			}
 			c.raw.idle(false) // the answer to DONE is a command's
 			if err := idle.Close(); err != nil {
@@ -976,6 +987,7 @@ func (c *conn) wait(ctx context.Context, newMail <-chan struct{}, poll time.Dura
 		return nil
 	case <-newMail:
 	case <-t.C:
+	case <-c.c.Closed():
 	}
 	return c.c.Noop().Wait()
 }
@@ -987,12 +999,39 @@ type deadlineConn struct {
 	timeout time.Duration
 	mu      sync.Mutex
 	idling  bool
+	tail    []byte // the last bytes read, for bye
 }
 
-// idle sets whether IDLE waits. Ending the wait also shortens the read
-// that waits now, which began with IDLE's long deadline: a connection
-// that died silently (a NAT that forgot it) would otherwise hold the
-// answer to DONE, and the session, for half an hour.
+// tailBytes is how much of what was read the last line is looked for in.
+const tailBytes = 512
+
+// bye is the text of the server's BYE when it is the last line read
+// (RFC 9051 §7.1.5), printable ASCII and at most 200 bytes; "" for none.
+func (c *deadlineConn) bye() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	line, ok := bytes.CutSuffix(c.tail, []byte("\r\n"))
+	if !ok {
+		return "" // the last line did not end: cut off, not a BYE
+	}
+	if i := bytes.LastIndex(line, []byte("\r\n")); i >= 0 {
+		line = line[i+2:]
+	} else if len(c.tail) == tailBytes {
+		return "" // a line longer than the tail: a literal's bytes
+	}
+	text, ok := bytes.CutPrefix(line, []byte("* BYE "))
+	if !ok {
+		return ""
+	}
+	out := []byte(string(text[:min(len(text), 200)]))
+	for i, b := range out {
+		if b < ' ' || b > '~' {
+			out[i] = '?'
+		}
+	}
+	return string(out)
+}
+
 func (c *deadlineConn) idle(on bool) {
 	c.mu.Lock()
 	c.idling = on
@@ -1013,7 +1052,14 @@ func (c *deadlineConn) deadline() time.Time {
 
 func (c *deadlineConn) Read(b []byte) (int, error) {
 	_ = c.Conn.SetReadDeadline(c.deadline())
-	return c.Conn.Read(b)
+	n, err := c.Conn.Read(b)
+	c.mu.Lock()
+	c.tail = append(c.tail, b[max(0, n-tailBytes):n]...)
+	if over := len(c.tail) - tailBytes; over > 0 {
+		c.tail = c.tail[:copy(c.tail, c.tail[over:])]
+	}
+	c.mu.Unlock()
+	return n, err
 }
 
 func (c *deadlineConn) Write(b []byte) (int, error) {

@@ -394,6 +394,22 @@ func TestFetchingAMailbox(t *testing.T) {
 		eventually(t, 30*time.Second, "the ticket, flagged", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
 	})
 
+	t.Run("AServersByeEndsTheSessionAtOnceAndIsWhatItsLastErrorSays", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, func(c *fetcher.Config) { c.Poll = time.Hour }) // not the next look: the BYE itself
+
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		s.ByeAtNextIdle("Session invalidated - AccessTokenExpired")
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "the error, and a new session", func() bool {
+			m, _ := w.desk.Mailbox(w.Ctx, "support")
+			return m != nil && m.LastError != nil && s.Logins() >= 2
+		})
+		if m, _ := w.desk.Mailbox(w.Ctx, "support"); !strings.Contains(*m.LastError, "the server ended the session: Session invalidated - AccessTokenExpired") {
+			t.Errorf("last error %q, want the server's BYE", *m.LastError)
+		}
+	})
+
 	t.Run("AConnectionDroppedBeforeTheMoveOnlyFinishesTheMove", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"regexp"
 	"strings"
@@ -58,6 +59,7 @@ type Server struct {
 	dropBody int // connections to drop halfway through the next message body they send
 	refuse   map[imap.UID]bool
 	stall    int           // sessions whose next IDLE never ends
+	bye      []string      // what the next sessions that idle say in a BYE before they close
 	closed   chan struct{} // closed by Close
 	conns    []net.Conn
 	logins   atomic.Int64
@@ -132,6 +134,15 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	return s.srv.Close()
+}
+
+// ByeAtNextIdle makes the next session that idles say BYE with text and
+// close its connection, as Microsoft 365 does when the access token it
+// was signed in with expires ("Session invalidated - AccessTokenExpired").
+func (s *Server) ByeAtNextIdle(text string) {
+	s.mu.Lock()
+	s.bye = append(s.bye, text)
+	s.mu.Unlock()
 }
 
 // StallNextIdle makes the next session that idles go silent: it answers
@@ -309,6 +320,17 @@ func (s *session) Authenticate(mech string) (sasl.Server, error) {
 func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
 	if s.server.opts.NoIdle {
 		return errNoIdle
+	}
+	s.server.mu.Lock()
+	var bye string
+	if len(s.server.bye) > 0 {
+		bye, s.server.bye = s.server.bye[0], s.server.bye[1:]
+	}
+	s.server.mu.Unlock()
+	if bye != "" {
+		_, _ = io.WriteString(s.conn, "* BYE "+bye+"\r\n")
+		_ = s.conn.Close()
+		return errors.New("said BYE")
 	}
 	if s.server.take(&s.server.stall) {
 		<-s.server.closed
