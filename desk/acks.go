@@ -73,8 +73,12 @@ const AckWindow = 24 * time.Hour
 // ever kept: each would otherwise answer a customer who wrote months ago
 // (taking the hourly cap from those writing today) and mail its agents.
 func late(arrived, now time.Time) bool {
-	return !arrived.IsZero() && now.Sub(arrived) > AckWindow
+	return !arrived.IsZero() && now.Sub(arrived) > lateAfter
 }
+
+// lateAfter is how long fetched mail may have waited in its mailbox and
+// still be mailed of (late).
+const lateAfter = 24 * time.Hour
 
 // ackLimits are AckConfig's limits, for the store to count against.
 func (d *Desk) ackLimits() store.AckLimits {

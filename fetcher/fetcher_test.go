@@ -194,6 +194,23 @@ func TestFetchingAMailbox(t *testing.T) {
 		if got := mailed("notification"); !slices.Equal(got, want) {
 			t.Errorf("agents notified of %q, want %q: not of the mail that reached the mailbox 90 days ago", got, want)
 		}
+
+		// A reply that waited as long joins its ticket and is triaged
+		// again, and nobody is mailed of it either.
+		reply := "From: Customer 3 <now@example.net>\r\nTo: support@example.org\r\nSubject: Re: Question 3\r\n" +
+			"Message-ID: <late-reply.now@example.net>\r\nIn-Reply-To: <q3.now@example.net>\r\n\r\nAnd one more thing.\r\n"
+		if _, err := s.AppendAt("INBOX", []byte(reply), time.Now().Add(-48*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "the reply triaged", func() bool {
+			return w.count(t, `SELECT count(*) FROM river_job WHERE kind = 'triage' AND state = 'completed'`) == 4
+		})
+		if n := w.count(t, `SELECT count(*) FROM tickets`); n != 3 {
+			t.Errorf("%d tickets, want the reply on its ticket", n)
+		}
+		if got := mailed("notification"); !slices.Equal(got, want) {
+			t.Errorf("agents notified of %q, want %q: not of the reply that waited two days", got, want)
+		}
 	})
 
 	t.Run("AMailboxImportingSinceATimeLeavesOlderMailUnreadWhereItIs", func(t *testing.T) {
@@ -352,7 +369,7 @@ func TestFetchingAMailbox(t *testing.T) {
 
 	t.Run("AConnectionThatDiedSilentlyWhileIdlingIsDialledAgainWithinACommandsTimeout", func(t *testing.T) {
 		t.Parallel()
-		w := newWorld(t, func(c *fetcher.Config) { c.Timeout = 2 * time.Second })
+		w := newWorld(t, func(c *fetcher.Config) { c.Timeout = 5 * time.Second })
 		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
 		s.StallNextIdle()
 		w.mailbox(t, "support", s, "pw", "support@example.org")
