@@ -158,7 +158,7 @@ type AgentToMail struct {
 func (b *Batch) AgentsToMail(ticketID string, admins bool, into *[]AgentToMail) {
 	b.b.Queue(`WITH t AS (SELECT assignee, team FROM tickets WHERE id = $1),
 		assignee AS (SELECT a.name FROM agents a, t WHERE a.name = t.assignee AND a.disabled_at IS NULL)
-		SELECT `+agentColumns+`, nextval(pg_get_serial_sequence('messages', 'id')), nextval(pg_get_serial_sequence('river_job', 'id'))
+		SELECT `+agentColumns+`, `+nextMessageID+`, `+nextJobID+`
 		FROM agents a
 		WHERE a.name IN (SELECT name FROM assignee)
 		   OR (a.disabled_at IS NULL AND a.name IN (SELECT g.agent FROM agent_teams g, t WHERE g.team = t.team)

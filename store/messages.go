@@ -117,7 +117,7 @@ func (b *Batch) InsertMessage(p *InsertMessageParams, into *Message) {
 // NextMessageID queues the numbering of a message not yet written, so
 // that rows that name it can be queued with it.
 func (b *Batch) NextMessageID(id *int64) {
-	b.b.Queue(`SELECT nextval(pg_get_serial_sequence('messages', 'id'))`).QueryRow(func(row pgx.Row) error {
+	b.b.Queue(`SELECT ` + nextMessageID).QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(id); err != nil {
 			return fmt.Errorf("number a message: %w", err)
 		}
@@ -132,7 +132,7 @@ const (
 	insertMessageUnreadSQL = `INSERT INTO messages (id, ticket_id, direction, author, body, email_message_id, auto_submitted, raw_email,
 		sender, auth_verdict, auth_detail, held_reason, subject)
 	OVERRIDING SYSTEM VALUE
-	VALUES (COALESCE($1, nextval(pg_get_serial_sequence('messages', 'id'))), $2, $3, $4, $5, $6, $7, $8,
+	VALUES (COALESCE($1, ` + nextMessageID + `), $2, $3, $4, $5, $6, $7, $8,
 		NULLIF($9, ''), NULLIF($10, ''), NULLIF($11, ''), NULLIF($12, ''), NULLIF($13, ''))`
 	insertMessageSQL = insertMessageUnreadSQL + ` RETURNING ` + messageColumns
 )

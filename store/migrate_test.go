@@ -271,3 +271,34 @@ func openPool(t *testing.T, dbURL string) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// TestSequencesAreTheColumns holds the names the store draws message and
+// job numbers from, written into its statements, to the sequences of the
+// columns they number: a migration of ours or River's that renamed one
+// would otherwise have the numbers drawn from elsewhere, or fail at once.
+func TestSequencesAreTheColumns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.NewPool(t)
+	st := store.New(pool)
+	var message, job int64
+	var b store.Batch
+	b.NextMessageID(&message)
+	b.NextJobID(&job)
+	if err := st.Send(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		table string
+		drawn int64
+	}{{"messages", message}, {"river_job", job}} {
+		var last int64
+		err := pool.QueryRow(ctx, `SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence($1, 'id')::regclass), 0)`, c.table).Scan(&last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last != c.drawn {
+			t.Errorf("%s.id's sequence last gave %d, the store drew %d: it draws from another sequence", c.table, last, c.drawn)
+		}
+	}
+}

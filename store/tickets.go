@@ -186,9 +186,9 @@ func (b *Batch) NextTicketNumbers(job bool, into *TicketNumbers) {
 }
 
 const (
-	nextTicketNumbersSQL        = `SELECT 'T-' || nextval('ticket_number_seq'), now(), nextval(pg_get_serial_sequence('messages', 'id'))`
-	nextTicketNumbersWithJobSQL = `SELECT 'T-' || nextval('ticket_number_seq'), now(), nextval(pg_get_serial_sequence('messages', 'id')),
-		nextval(pg_get_serial_sequence('river_job', 'id'))`
+	nextTicketNumbersSQL        = `SELECT 'T-' || nextval('ticket_number_seq'), now(), ` + nextMessageID
+	nextTicketNumbersWithJobSQL = `SELECT 'T-' || nextval('ticket_number_seq'), now(), ` + nextMessageID + `,
+		` + nextJobID
 )
 
 // GetTicket returns the ticket with the given id, or ErrNotFound.
