@@ -1023,7 +1023,7 @@ func (c *deadlineConn) bye() string {
 	if !ok {
 		return ""
 	}
-	out := []byte(string(text[:min(len(text), 200)]))
+	out := bytes.Clone(text[:min(len(text), 200)])
 	for i, b := range out {
 		if b < ' ' || b > '~' {
 			out[i] = '?'

@@ -414,7 +414,6 @@ func TestFetchingAMailbox(t *testing.T) {
 	t.Run("AServersByeEndsTheSessionAtOnceAndIsWhatItsLastErrorSays", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t, func(c *fetcher.Config) { c.Poll = time.Hour }) // not the next look: the BYE itself
-
 		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
 		s.ByeAtNextIdle("Session invalidated - AccessTokenExpired")
 		w.mailbox(t, "support", s, "pw", "support@example.org")

@@ -114,6 +114,10 @@ func (b *Batch) InsertMessage(p *InsertMessageParams, into *Message) {
 	}
 }
 
+// nextMessageID draws from the sequence of messages' identity column, by
+// its name, as nextJobID does River's.
+const nextMessageID = `nextval('messages_id_seq')`
+
 // NextMessageID queues the numbering of a message not yet written, so
 // that rows that name it can be queued with it.
 func (b *Batch) NextMessageID(id *int64) {

@@ -64,16 +64,13 @@ func (s *Store) CountJobs(ctx context.Context) ([]JobCount, error) {
 	return counts, nil
 }
 
-// The draws from the sequences that number messages and River's jobs, by
-// the names PostgreSQL gives an identity or serial column's sequence
-// (TestSequencesAreTheColumns holds them to the columns). A name in a
+// nextJobID draws from the sequence that numbers River's jobs, by the
+// name PostgreSQL gives a serial column's sequence
+// (TestSequencesAreTheColumns holds it to the column). A name in a
 // statement is resolved once, when the statement is parsed; the
-// pg_get_serial_sequence these replaced searched the catalogue on every
-// run, 9.7 µs of PostgreSQL's CPU in each intake's 685 (perf, stop 63).
-const (
-	nextMessageID = `nextval('messages_id_seq')`
-	nextJobID     = `nextval('river_job_id_seq')`
-)
+// pg_get_serial_sequence it replaced searched the catalogue on every run,
+// 9.7 µs of PostgreSQL's CPU in each intake's 685 (perf, stop 63).
+const nextJobID = `nextval('river_job_id_seq')`
 
 // NextJobID queues the numbering of a River job not yet inserted, from the
 // sequence River's insert numbers jobs by: a job inserted with this id

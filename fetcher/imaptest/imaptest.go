@@ -54,13 +54,15 @@ type Server struct {
 	opts Options
 	srv  *imapserver.Server
 
+	closed    chan struct{} // closed by Close
+	closeOnce sync.Once
+
 	mu       sync.Mutex
 	dropMove int // connections to drop at their next MOVE
 	dropBody int // connections to drop halfway through the next message body they send
 	refuse   map[imap.UID]bool
-	stall    int           // sessions whose next IDLE never ends
-	bye      []string      // what the next sessions that idle say in a BYE before they close
-	closed   chan struct{} // closed by Close
+	stall    int      // sessions whose next IDLE never ends
+	bye      []string // what the next sessions that idle say in a BYE before they close
 	conns    []net.Conn
 	logins   atomic.Int64
 }
@@ -126,13 +128,7 @@ func (s *Server) Username() string { return s.opts.User }
 
 // Close stops the server and its connections.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	select {
-	case <-s.closed:
-	default:
-		close(s.closed)
-	}
-	s.mu.Unlock()
+	s.closeOnce.Do(func() { close(s.closed) })
 	return s.srv.Close()
 }
 
