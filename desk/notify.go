@@ -25,28 +25,22 @@ import (
 // agents, not under each other: each goes to another agent.
 func (d *Desk) triagedTx(ctx context.Context, tx *store.Tx, ticketID string, triageJobID int64, quiet bool) error {
 	var (
-		t        store.Ticket
-		customer store.Customer
-		newest   *store.Message
-		agents   []store.AgentToMail
-		thread   agentThread
-		reads    store.Batch
+		r     store.Triaged
+		reads store.Batch
 	)
-	reads.GetTicket(ticketID, &t)
-	reads.CustomerOfTicket(ticketID, &customer)
-	reads.NewestInbound(ticketID, &newest)
-	reads.AgentsToMail(ticketID, false, &agents)
-	thread.read(&reads, ticketID)
+	reads.TriagedRead(ticketID, &r)
 	if err := tx.Store().Send(ctx, &reads); err != nil {
 		return err
 	}
+	t := &r.Ticket
 	emit(tx, EventTicketTriaged, TicketTriaged{TicketID: t.ID, Team: t.Team, Priority: t.Priority, Assignee: t.Assignee, JobID: triageJobID})
 	if t.TriageJobID == nil || *t.TriageJobID != triageJobID || quiet {
 		return nil
 	}
-	text, htmlBody := notificationBody(&t, &customer, newest, d.howToAnswer(&t))
-	for _, a := range agents {
-		if err := d.writeAgentMailTx(ctx, tx, &t, a, thread, notificationSubject(&t), text, htmlBody); err != nil {
+	thread := agentThread{refs: r.Thread, now: r.Now}
+	text, htmlBody := notificationBody(t, &r.Customer, r.Newest, d.howToAnswer(t))
+	for _, a := range r.Agents {
+		if err := d.writeAgentMailTx(ctx, tx, t, a, thread, notificationSubject(t), text, htmlBody); err != nil {
 			return err
 		}
 	}

@@ -156,14 +156,7 @@ type AgentToMail struct {
 // number their mails. A number drawn for a mail that is not written is a
 // gap in its sequence, as a rollback leaves.
 func (b *Batch) AgentsToMail(ticketID string, admins bool, into *[]AgentToMail) {
-	b.b.Queue(`WITH t AS (SELECT assignee, team FROM tickets WHERE id = $1),
-		assignee AS (SELECT a.name FROM agents a, t WHERE a.name = t.assignee AND a.disabled_at IS NULL)
-		SELECT `+agentColumns+`, `+nextMessageID+`, `+nextJobID+`
-		FROM agents a
-		WHERE a.name IN (SELECT name FROM assignee)
-		   OR (a.disabled_at IS NULL AND a.name IN (SELECT g.agent FROM agent_teams g, t WHERE g.team = t.team)
-		       AND (NOT EXISTS (SELECT 1 FROM assignee) OR ($2 AND a.admin)))
-		ORDER BY a.name`, ticketID, admins).Query(func(rows pgx.Rows) error {
+	b.b.Queue(`SELECT m.* FROM tickets t, LATERAL (`+agentsToMailOf("t", "$2")+`) m WHERE t.id = $1 ORDER BY m.name`, ticketID, admins).Query(func(rows pgx.Rows) error {
 		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AgentToMail, error) {
 			var (
 				a Agent
@@ -178,6 +171,19 @@ func (b *Batch) AgentsToMail(ticketID string, admins bool, into *[]AgentToMail) 
 		*into = list
 		return nil
 	})
+}
+
+// agentsToMailOf selects AgentsToMail's agents of ticket t, a row of
+// tickets in scope, by name, each with its mail's numbers; admins is the
+// SQL of whether the team's admins hear of it too.
+func agentsToMailOf(t, admins string) string {
+	return `SELECT ` + agentColumns + `, ` + nextMessageID + `, ` + nextJobID + `
+		FROM agents a
+		WHERE a.disabled_at IS NULL AND (a.name = ` + t + `.assignee
+			OR (a.name IN (SELECT g.agent FROM agent_teams g WHERE g.team = ` + t + `.team)
+				AND (NOT EXISTS (SELECT 1 FROM agents x WHERE x.name = ` + t + `.assignee AND x.disabled_at IS NULL)
+					OR (` + admins + ` AND a.admin))))
+		ORDER BY a.name`
 }
 
 // SetSignature replaces the agent's signature; ErrNotFound for an unknown agent.

@@ -254,9 +254,11 @@ func TestAssignmentKeepsLoadsWithinOne(t *testing.T) {
 }
 
 // TestWhoHearsOfATicketIsEachAgentOnceWithTheirMailsNumbers: the team's
-// active agents while nobody is assigned, the assignee alone once someone
-// is, and on a breach the team's active admins too, an admin who is the
-// assignee told once; each with numbers of their own for their mail.
+// active agents while nobody is assigned or the assignee is disabled, the
+// assignee alone once someone active is, and on a breach the team's
+// active admins too, an admin who is the assignee told once; each with
+// numbers of their own for their mail. The end of a triage reads the
+// same agents with the rest of what it tells them (TriagedRead).
 func TestWhoHearsOfATicketIsEachAgentOnceWithTheirMailsNumbers(t *testing.T) {
 	t.Parallel()
 	pool, st := team(t)
@@ -285,23 +287,26 @@ func TestWhoHearsOfATicketIsEachAgentOnceWithTheirMailsNumbers(t *testing.T) {
 	hear := func(admins bool) []string {
 		t.Helper()
 		var (
-			b  store.Batch
-			to []store.AgentToMail
+			b       store.Batch
+			to      []store.AgentToMail
+			triaged store.Triaged
 		)
 		b.AgentsToMail(ticket, admins, &to)
+		b.TriagedRead(ticket, &triaged)
 		if err := st.Send(ctx, &b); err != nil {
 			t.Fatal(err)
 		}
-		var names []string
+		if got, want := agentNames(triaged.Agents), agentNames(to); !admins && !slices.Equal(got, want) {
+			t.Errorf("the triaged read tells %v, AgentsToMail %v", got, want)
+		}
 		numbers := map[int64]bool{}
-		for _, a := range to {
-			names = append(names, a.Name)
-			if a.MessageID == 0 || a.JobID == 0 || numbers[a.MessageID] {
+		for _, a := range append(slices.Clone(to), triaged.Agents...) {
+			if a.MessageID == 0 || a.JobID == 0 || numbers[a.MessageID] || numbers[-a.JobID] {
 				t.Errorf("%s's mail numbered %d, job %d: want numbers of its own", a.Name, a.MessageID, a.JobID)
 			}
-			numbers[a.MessageID] = true
+			numbers[a.MessageID], numbers[-a.JobID] = true, true
 		}
-		return names
+		return agentNames(to)
 	}
 	for _, tc := range []struct {
 		name     string
@@ -314,6 +319,7 @@ func TestWhoHearsOfATicketIsEachAgentOnceWithTheirMailsNumbers(t *testing.T) {
 		{"AssignedTheAssigneeAlone", "ana", false, []string{"ana"}},
 		{"AssignedABreachTheAssigneeAndTheTeamsActiveAdmins", "ana", true, []string{"ana", "ben"}},
 		{"AssignedToAnAdminABreachTellsThemOnce", "ben", true, []string{"ben"}},
+		{"AssignedToADisabledAgentTheTeam", "dee", false, []string{"ana", "ben", "cy"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := pool.Exec(ctx, `UPDATE tickets SET assignee = nullif($2, '') WHERE id = $1`, ticket, tc.assignee); err != nil {
@@ -324,4 +330,12 @@ func TestWhoHearsOfATicketIsEachAgentOnceWithTheirMailsNumbers(t *testing.T) {
 			}
 		})
 	}
+}
+
+func agentNames(to []store.AgentToMail) []string {
+	var names []string
+	for _, a := range to {
+		names = append(names, a.Name)
+	}
+	return names
 }

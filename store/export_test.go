@@ -31,6 +31,18 @@ func (b *Batch) TriageReadApart(p *TriageReadParams, into *TriageRead) {
 	})
 }
 
+// TriagedReadApart queues what TriagedRead reads as the six statements
+// it replaced, for the tests to hold the one statement to and the
+// benchmark to measure it against.
+func (b *Batch) TriagedReadApart(ticketID string, into *Triaged) {
+	b.GetTicket(ticketID, &into.Ticket)
+	b.CustomerOfTicket(ticketID, &into.Customer)
+	queueOptionalRow(b, "newest message of", ticketID, scanMessage, &into.Newest, newestInboundOf("$1"), ticketID)
+	b.AgentsToMail(ticketID, false, &into.Agents)
+	b.NotificationIDs(ticketID, &into.Thread)
+	b.Now(&into.Now)
+}
+
 // MigrationLockID is the first key of a schema's migration lock, for a
 // test to hold it as a run in progress does.
 const MigrationLockID = migrationLockID

@@ -207,13 +207,19 @@ func (s *Store) NotificationIDs(ctx context.Context, ticketID string) ([]string,
 
 // NotificationIDs queues NotificationIDs; into gets the ids.
 func (b *Batch) NotificationIDs(ticketID string, into *[]string) {
-	b.texts("notifications of "+ticketID, `SELECT email_message_id FROM (
-			(SELECT email_message_id, created_at, id FROM messages WHERE ticket_id = $1 AND direction = 'notification'
+	b.texts("notifications of "+ticketID, notificationIDsOf("$1"), into, ticketID)
+}
+
+// notificationIDsOf selects NotificationIDs' ids of ticket, the SQL of
+// its id.
+func notificationIDsOf(ticket string) string {
+	return `SELECT email_message_id FROM (
+			(SELECT email_message_id, created_at, id FROM messages WHERE ticket_id = ` + ticket + ` AND direction = 'notification'
 			 ORDER BY created_at, id LIMIT 1)
 			UNION
-			(SELECT email_message_id, created_at, id FROM messages WHERE ticket_id = $1 AND direction = 'notification'
+			(SELECT email_message_id, created_at, id FROM messages WHERE ticket_id = ` + ticket + ` AND direction = 'notification'
 			 ORDER BY created_at DESC, id DESC LIMIT 20)) n
-		ORDER BY created_at, id`, into, ticketID)
+		ORDER BY created_at, id`
 }
 
 // Now queues a read of the transaction's time, which is what now() writes
@@ -481,11 +487,11 @@ func (b *Batch) GetHeld(ticketID string, messageID int64, into *Message) {
 		WHERE id = $2 AND ticket_id = $1 AND direction = 'held'`, ticketID, messageID)
 }
 
-// NewestInbound queues the read of the ticket's newest inbound message
-// that a person wrote; into gets it, nil if none.
-func (b *Batch) NewestInbound(ticketID string, into **Message) {
-	queueOptionalRow(b, "newest message of", ticketID, scanMessage, into, `SELECT `+messageColumns+` FROM messages
-		WHERE ticket_id = $1 AND direction = 'inbound' AND NOT auto_submitted ORDER BY created_at DESC, id DESC LIMIT 1`, ticketID)
+// newestInboundOf selects the newest inbound message of ticket, the SQL
+// of its id, that a person wrote (messageColumns), if there is one.
+func newestInboundOf(ticket string) string {
+	return `SELECT ` + messageColumns + ` FROM messages
+		WHERE ticket_id = ` + ticket + ` AND direction = 'inbound' AND NOT auto_submitted ORDER BY created_at DESC, id DESC LIMIT 1`
 }
 
 // newestBodiesOf selects the bodies of ticket's newest messages in one

@@ -78,6 +78,14 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 			reads.TriageRead(&store.TriageReadParams{TicketID: first, JobID: 1, Provider: "p", Inbound: 16, Outbound: 4}, &read)
 			return st.Send(ctx, &reads)
 		},
+		func() error { // what it reads at its end, to tell the agents
+			var (
+				reads   store.Batch
+				triaged store.Triaged
+			)
+			reads.TriagedRead(first, &triaged)
+			return st.Send(ctx, &reads)
+		},
 		func() error {
 			for _, p := range []store.ListTicketsParams{{Status: vocab.StatusOpen}, {Team: "billing"}, {Assignee: "ana"}, {CustomerID: "C-0001"},
 				{SLABreached: true}, {SLADueWithin: time.Hour}} {

@@ -71,11 +71,17 @@ func triageWorld(tb testing.TB) (*pgxpool.Pool, *store.Store, *store.Ticket) {
 // queueTriageRead queues the read as one statement, or apart as the eight
 // it replaced.
 func queueTriageRead(p *store.TriageReadParams, into *store.TriageRead, apart bool) *store.Batch {
+	return queueOneOrApart((*store.Batch).TriageRead, (*store.Batch).TriageReadApart, p, into, apart)
+}
+
+// queueOneOrApart queues a read of p into into as one statement, or
+// apart as the statements it replaced.
+func queueOneOrApart[P, T any](one, apart func(*store.Batch, P, *T), p P, into *T, isApart bool) *store.Batch {
 	var b store.Batch
-	if apart {
-		b.TriageReadApart(p, into)
+	if isApart {
+		apart(&b, p, into)
 	} else {
-		b.TriageRead(p, into)
+		one(&b, p, into)
 	}
 	return &b
 }
@@ -145,21 +151,148 @@ func TestTriageRead(t *testing.T) {
 	})
 }
 
+// triagedWorld is triageWorld's ticket given to the billing team, whose
+// agent has been told of it twice already, and a ticket of Ada's with no
+// message and no team.
+func triagedWorld(tb testing.TB) (*pgxpool.Pool, *store.Store, *store.Ticket, *store.Ticket) {
+	tb.Helper()
+	ctx := context.Background()
+	pool, st, ticket := triageWorld(tb)
+	if _, err := pool.Exec(ctx, `UPDATE tickets SET team = 'billing' WHERE id = $1`, ticket.ID); err != nil {
+		tb.Fatal(err)
+	}
+	for _, id := range []string{"<n1@support.example.com>", "<n2@support.example.com>"} {
+		if _, err := st.InsertMessage(ctx, &store.InsertMessageParams{TicketID: ticket.ID, Direction: vocab.DirectionNotification,
+			Author: vocab.System, Body: "told", EmailMessageID: &id}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	bare, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Nothing yet"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pool, st, ticket, bare
+}
+
+// queueTriagedRead queues the read as one statement, or apart as the six
+// it replaced.
+func queueTriagedRead(ticketID string, into *store.Triaged, apart bool) *store.Batch {
+	return queueOneOrApart((*store.Batch).TriagedRead, (*store.Batch).TriagedReadApart, ticketID, into, apart)
+}
+
+func TestTriagedRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, st, ticket, bare := triagedWorld(t)
+	read := func(ctx context.Context, ticketID string, apart bool) (store.Triaged, error) {
+		var r store.Triaged
+		return r, st.Send(ctx, queueTriagedRead(ticketID, &r, apart))
+	}
+
+	t.Run("ItReadsWhatTheEndOfATriageTellsInOneStatement", func(t *testing.T) {
+		t.Parallel()
+		counted, trips := storetest.CountTrips(ctx)
+		r, err := read(counted, ticket.ID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(trips.Statements()); n != 1 {
+			t.Errorf("%d statements, want one:\n%s", n, trips)
+		}
+		// The customer's newest message, not the auto-reply after it nor the
+		// participant's before.
+		if r.Newest == nil || r.Newest.Body != "m5" || r.Newest.Author != "customer:C-0001" {
+			t.Errorf("newest message %+v, want m5, the customer's", r.Newest)
+		}
+		if got := agentNames(r.Agents); len(got) != 1 || got[0] != "alice" || r.Agents[0].MessageID == 0 || r.Agents[0].JobID == 0 {
+			t.Errorf("tells %v (%+v), want alice, with her mail's numbers", got, r.Agents)
+		}
+		if want := []string{"<n1@support.example.com>", "<n2@support.example.com>"}; !reflect.DeepEqual(r.Thread, want) {
+			t.Errorf("thread %v, want %v", r.Thread, want)
+		}
+		if r.Ticket.ID != ticket.ID || r.Customer.Name != "Ada" || r.Now.IsZero() {
+			t.Errorf("ticket %s, customer %+v, now %v", r.Ticket.ID, r.Customer, r.Now)
+		}
+	})
+
+	t.Run("ItReadsWhatTheSixStatementsItReplacedRead", func(t *testing.T) {
+		t.Parallel()
+		for _, id := range []string{ticket.ID, bare.ID} {
+			one, err := read(ctx, id, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			apart, err := read(ctx, id, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Each read draws its own numbers for the mails, and has its own
+			// time; none to tell is none, however the driver collects them.
+			for _, r := range []*store.Triaged{&one, &apart} {
+				if len(r.Agents) == 0 {
+					r.Agents = nil
+				}
+				for i := range r.Agents {
+					r.Agents[i].MessageID, r.Agents[i].JobID = 0, 0
+				}
+				r.Now = time.Time{}
+			}
+			if !reflect.DeepEqual(one, apart) {
+				t.Errorf("%s: one statement read\n%+v\nthe six\n%+v", id, one, apart)
+			}
+		}
+		if r, err := read(ctx, bare.ID, false); err != nil || r.Newest != nil || len(r.Agents) != 0 || len(r.Thread) != 0 {
+			t.Errorf("a ticket with no message and no team: newest %+v, agents %v, thread %#v (%v)", r.Newest, r.Agents, r.Thread, err)
+		}
+	})
+
+	t.Run("ATicketThatIsGoneIsNotFound", func(t *testing.T) {
+		t.Parallel()
+		if _, err := read(ctx, "T-999999", false); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("err %v, want ErrNotFound", err)
+		}
+	})
+}
+
 // BenchmarkTriageRead measures the triage job's read, one statement,
 // against the eight it replaced (Apart) in the same run: the time and
-// the CPU, here and in PostgreSQL, of each read, and (of_eight) the one
+// the CPU, here and in PostgreSQL, of each read, and (of_apart) the one
 // statement's CPU ÷ the eight's.
 func BenchmarkTriageRead(b *testing.B) {
-	var eight float64 // the eight statements' CPU per read in this run
+	benchOneAgainstApart(b, "EightStatements", func(b *testing.B) (*pgxpool.Pool, func(ctx context.Context, apart bool) error) {
+		pool, st, ticket := triageWorld(b)
+		p := store.TriageReadParams{TicketID: ticket.ID, JobID: 7, Provider: "p", Inbound: 16, Outbound: 4}
+		return pool, func(ctx context.Context, apart bool) error {
+			var r store.TriageRead
+			return st.Send(ctx, queueTriageRead(&p, &r, apart))
+		}
+	})
+}
+
+// BenchmarkTriagedRead is BenchmarkTriageRead for the read at a
+// triage's end, against the six statements it replaced.
+func BenchmarkTriagedRead(b *testing.B) {
+	benchOneAgainstApart(b, "SixStatements", func(b *testing.B) (*pgxpool.Pool, func(ctx context.Context, apart bool) error) {
+		pool, st, ticket, _ := triagedWorld(b)
+		return pool, func(ctx context.Context, apart bool) error {
+			var r store.Triaged
+			return st.Send(ctx, queueTriagedRead(ticket.ID, &r, apart))
+		}
+	})
+}
+
+// benchOneAgainstApart runs a read as the statements it replaced (apart,
+// named so) and as one, each in a world of its own, and reports the one's
+// CPU ÷ the others' (of_apart).
+func benchOneAgainstApart(b *testing.B, apartName string, world func(*testing.B) (*pgxpool.Pool, func(ctx context.Context, apart bool) error)) {
+	var before float64 // the statements' CPU per read in this run
 	for _, apart := range []bool{true, false} {
-		b.Run(map[bool]string{true: "EightStatements", false: "OneStatement"}[apart], func(b *testing.B) {
+		b.Run(map[bool]string{true: apartName, false: "OneStatement"}[apart], func(b *testing.B) {
 			ctx := context.Background()
-			pool, st, ticket := triageWorld(b)
-			p := store.TriageReadParams{TicketID: ticket.ID, JobID: 7, Provider: "p", Inbound: 16, Outbound: 4}
+			pool, read := world(b)
 			stop := storetest.MeasureCost(b, pool)
 			for b.Loop() {
-				var r store.TriageRead
-				if err := st.Send(ctx, queueTriageRead(&p, &r, apart)); err != nil {
+				if err := read(ctx, apart); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -170,9 +303,9 @@ func BenchmarkTriageRead(b *testing.B) {
 			cpu.Report(b, b.N, "read")
 			perRead := float64(cpu.Go+cpu.PostgreSQL) / float64(b.N)
 			if apart {
-				eight = perRead
-			} else if eight > 0 {
-				b.ReportMetric(perRead/eight, "of_eight")
+				before = perRead
+			} else if before > 0 {
+				b.ReportMetric(perRead/before, "of_apart")
 			}
 		})
 	}
