@@ -56,6 +56,9 @@ type memorySimilarity struct {
 	recent    map[string]int64 // the transaction of each ticket seen at or past the horizon
 	swept     time.Time        // when the index was last read in full or swept
 	refreshed time.Time        // when a refresh last began that brought it up to date
+	// behind are the customers whose last duplicate search found a change
+	// of theirs not in the index, and when (currentFor).
+	behind map[string]time.Time
 }
 
 const (
@@ -66,6 +69,19 @@ const (
 	// syncPage is how many tickets one read takes: a page of 384-float
 	// vectors is a few MiB.
 	syncPage = 2000
+	// behindFor is how long a customer whose changes the index lacked goes
+	// straight to a refresh (currentFor), and maxBehind how many such
+	// customers are kept in mind: a customer writing many tickets at once
+	// (a machine, a flood) would find new changes of theirs each time,
+	// and the read of them, which follows their tickets in the window,
+	// would only add to the refresh.
+	behindFor = time.Second
+	maxBehind = 1024
+	// maxCustomerCheck is how many of a customer's newest tickets in the
+	// window currentFor reads the changes of: a customer with more goes
+	// to a refresh, so that the read costs the same whatever the customer
+	// opened.
+	maxCustomerCheck = 64
 )
 
 func newMemorySimilarity(pool *pgxpool.Pool) *memorySimilarity { return &memorySimilarity{pool: pool} }
@@ -112,6 +128,51 @@ func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) 
 		}
 	}
 	return ix, nil
+}
+
+// currentFor returns the index up to date with every change committed
+// before the call to the tickets of w, as current does for every ticket,
+// and as it is when none of w's tickets changed since it was: a read of
+// w's changes by their transaction since the horizon, without vectors,
+// costs a fraction of a refresh, which then runs only when one of them
+// is not in the index yet (a customer who wrote again a moment ago).
+//
+// The index holds every change by a transaction before its horizon (each
+// refresh reads all those committed at or past the last horizon, and its
+// own horizon is the oldest transaction running then), and of those at or
+// past it the ones recent names. A change to w's tickets committed before
+// the call is in the read, which begins after it; if each one read is one
+// of those, the index is current for w.
+func (s *memorySimilarity) currentFor(ctx context.Context, w *customerWindow) (*vectors.Index, error) {
+	s.mu.Lock()
+	ix, since, behind := s.index, s.horizon, s.behind[w.id]
+	s.mu.Unlock()
+	if ix == nil || s.readingAll.Load() || time.Since(behind) < behindFor {
+		return s.current(ctx)
+	}
+	changes, whole, err := store.New(s.pool).CustomerChangesSince(ctx, w.id, w.opened, since, maxCustomerCheck)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	inIndex := whole && s.index == ix
+	for _, c := range changes {
+		if c.ChangedBy >= s.horizon && s.recent[c.ID] != c.ChangedBy {
+			inIndex = false
+			break
+		}
+	}
+	if !inIndex {
+		if s.behind == nil || len(s.behind) >= maxBehind {
+			s.behind = map[string]time.Time{}
+		}
+		s.behind[w.id] = time.Now()
+	}
+	s.mu.Unlock()
+	if inIndex {
+		return ix, nil
+	}
+	return s.current(ctx)
 }
 
 // sweep takes out of ix the tickets that are no longer embedded: deleted,
@@ -238,20 +299,38 @@ func prune(recent map[string]int64, horizon int64) {
 }
 
 func (s *memorySimilarity) Similar(ctx context.Context, vec []float32, k int, minScore float32, keep func(string, vectors.Meta) bool) ([]vectors.Hit, error) {
-	return s.search(ctx, vec, func(ix *vectors.Index) []vectors.Hit { return ix.Search(vec, k, minScore, keep) })
+	return s.search(ctx, vec, nil, func(ix *vectors.Index) []vectors.Hit { return ix.Search(vec, k, minScore, keep) })
 }
 
+// SimilarOfCustomer searches an index current for the customer's tickets
+// opened since then (currentFor): a desk of many customers refreshes it
+// for a duplicate search only when the customer's own tickets changed.
 func (s *memorySimilarity) SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, newest int, since time.Time,
 	keep func(string, vectors.Meta) bool) ([]vectors.Hit, error) {
-	return s.search(ctx, vec, func(ix *vectors.Index) []vectors.Hit {
+	return s.search(ctx, vec, &customerWindow{id: customerID, opened: since}, func(ix *vectors.Index) []vectors.Hit {
 		return ix.SearchCustomer(vec, customerID, k, minScore, newest, since, keep)
 	})
 }
 
-// search runs find over the index brought up to date (current); nothing
-// is found before the first vector, or for a vector of another length.
-func (s *memorySimilarity) search(ctx context.Context, vec []float32, find func(*vectors.Index) []vectors.Hit) ([]vectors.Hit, error) {
-	ix, err := s.current(ctx)
+// customerWindow is one customer's tickets opened at or after opened.
+type customerWindow struct {
+	id     string
+	opened time.Time
+}
+
+// search runs find over the index brought up to date (current), or up to
+// date for the tickets of within when it is set (currentFor); nothing is
+// found before the first vector, or for a vector of another length.
+func (s *memorySimilarity) search(ctx context.Context, vec []float32, within *customerWindow, find func(*vectors.Index) []vectors.Hit) ([]vectors.Hit, error) {
+	var (
+		ix  *vectors.Index
+		err error
+	)
+	if within != nil {
+		ix, err = s.currentFor(ctx, within)
+	} else {
+		ix, err = s.current(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("similar tickets: %w", err)
 	}

@@ -245,3 +245,83 @@ func TestADuplicateIsLookedForAmongTheCustomersNewestTickets(t *testing.T) {
 			duplicateCandidates+1, got, duplicateCandidates)
 	}
 }
+
+// TestADuplicateSearchRefreshesTheIndexOnlyForItsCustomersChanges: the
+// duplicate search needs the index current for its customer's tickets
+// alone. It finds a twin committed a moment ago, a twin whose transaction
+// began before the last refresh and committed after it, and a status
+// changed a moment ago; another customer's new ticket costs it no refresh.
+func TestADuplicateSearchRefreshesTheIndexOnlyForItsCustomersChanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, exec := customerOnly(t)
+	exec(`INSERT INTO customers (id, email, name) VALUES ('C-0002', 'bea@example.com', 'Bea')`)
+	embedded(exec, "T-1", "{0,0,1}")
+	s := newMemorySimilarity(pool)
+	since := time.Now().Add(-time.Hour)
+	open := func(_ string, m vectors.Meta) bool { return m.Status == "open" }
+	nearestOf := func(customer string, vec []float32) string {
+		t.Helper()
+		hits, err := s.SimilarOfCustomer(ctx, customer, vec, 1, 0.99, duplicateCandidates, since, open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) == 0 {
+			return ""
+		}
+		return hits[0].ID
+	}
+	refreshed := func() time.Time {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.refreshed
+	}
+	if got := nearestOf("C-0001", []float32{0, 0, 1}); got != "T-1" {
+		t.Fatalf("the first search found %q, want T-1", got)
+	}
+
+	t.Run("AnotherCustomersNewTicketCostsNoRefresh", func(t *testing.T) {
+		exec(`INSERT INTO tickets (id, customer_id, subject) VALUES ('T-B', 'C-0002', 'S')`)
+		exec(`INSERT INTO ticket_embeddings (ticket_id, embedding) VALUES ('T-B', '{1,1,1}')`)
+		before := refreshed()
+		if got := nearestOf("C-0001", []float32{0, 0, 1}); got != "T-1" {
+			t.Errorf("found %q, want T-1", got)
+		}
+		if !refreshed().Equal(before) {
+			t.Error("the index was refreshed for a change to another customer's ticket")
+		}
+		if got := nearestOf("C-0002", []float32{1, 1, 1}); got != "T-B" {
+			t.Errorf("Bea's own search found %q, want her ticket committed a moment ago, T-B", got)
+		}
+	})
+
+	t.Run("ATwinCommittedAMomentAgoIsFound", func(t *testing.T) {
+		exec(`INSERT INTO tickets (id, customer_id, subject) VALUES ('T-2', 'C-0001', 'S')`)
+		exec(`INSERT INTO ticket_embeddings (ticket_id, embedding) VALUES ('T-2', '{0,1,0}')`)
+		if got := nearestOf("C-0001", []float32{0, 1, 0}); got != "T-2" {
+			t.Errorf("found %q, want T-2, committed a moment ago", got)
+		}
+	})
+
+	t.Run("ATwinCommittedAfterALaterRefreshIsFound", func(t *testing.T) {
+		exec(`INSERT INTO tickets (id, customer_id, subject) VALUES ('T-3', 'C-0001', 'S')`)
+		late := uncommitted(t, pool, `INSERT INTO ticket_embeddings (ticket_id, embedding) VALUES ('T-3', '{1,0,0}')`)
+		exec(`UPDATE ticket_embeddings SET embedding = '{0,1,1}', changed_xid = pg_current_xact_id() WHERE ticket_id = 'T-2'`)
+		if got := nearestOf("C-0001", []float32{0, 1, 1}); got != "T-2" { // a refresh, while T-3's transaction runs
+			t.Fatalf("found %q, want T-2's new vector", got)
+		}
+		if err := late.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := nearestOf("C-0001", []float32{1, 0, 0}); got != "T-3" {
+			t.Errorf("found %q, want T-3, whose transaction began before the last refresh and committed after it", got)
+		}
+	})
+
+	t.Run("AStatusChangedAMomentAgoIsSeen", func(t *testing.T) {
+		exec(`UPDATE tickets SET status = 'solved' WHERE id = 'T-1'`)
+		if got := nearestOf("C-0001", []float32{0, 0, 1}); got != "" {
+			t.Errorf("found %q, solved a moment ago, among the open tickets", got)
+		}
+	})
+}

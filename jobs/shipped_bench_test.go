@@ -32,6 +32,24 @@ func queueTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, customer
 // queueMoreTickets is queueTickets once the customer is there.
 func queueMoreTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, customerID string, n int) {
 	b.Helper()
+	queueTicketsOf(b, bundle, q, func(int) string { return customerID }, n)
+}
+
+// queueTicketsOfMany adds customers customers and writes n tickets as
+// queueTickets does, the i-th of customer i mod customers: a desk of many
+// customers, each of whom writes now and then.
+func queueTicketsOfMany(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, customers, n int) {
+	b.Helper()
+	if _, err := bundle.Pool.Exec(bundle.Ctx, `INSERT INTO customers (id, email, name)
+		SELECT 'C-1' || lpad(i::text, 6, '0'), 'c' || i || '@example.com', 'Bench' FROM generate_series(0, $1 - 1) i`, customers); err != nil {
+		b.Fatal(err)
+	}
+	queueTicketsOf(b, bundle, q, func(i int) string { return fmt.Sprintf("C-1%06d", i%customers) }, n)
+}
+
+// queueTicketsOf writes n tickets, the i-th of customer customerOf(i).
+func queueTicketsOf(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, customerOf func(i int) string, n int) {
+	b.Helper()
 	err := store.Run(bundle.Ctx, bundle.Pool, func(tx *store.Tx) error {
 		for i := range n {
 			// The ticket names its job, as a ticket opened by the desk does: the
@@ -44,6 +62,7 @@ func queueMoreTickets(b *testing.B, bundle *jobstest.Bundle, q *jobs.Queue, cust
 			if err := store.New(tx).Send(bundle.Ctx, &numbers); err != nil {
 				return err
 			}
+			customerID := customerOf(i)
 			ticket, err := store.New(tx).InsertTicket(bundle.Ctx, &store.InsertTicketParams{CustomerID: customerID,
 				Subject: fmt.Sprintf("Charge %d", i), TriageJobID: &jobID})
 			if err != nil {
@@ -114,7 +133,9 @@ var floors = map[string]storetest.Measured{}
 // floor's (of_floor); Before runs it as serve shipped it first (10
 // workers, River's 100 ms cooldown).
 func BenchmarkTriageAsShipped(b *testing.B) {
-	run := func(b *testing.B, tune func(*jobs.Config), world ...func(*jobstest.Bundle)) storetest.Measured {
+	// run times the tickets of one customer, or of customers of their own
+	// when customers is more than one.
+	run := func(b *testing.B, customers int, tune func(*jobs.Config), world ...func(*jobstest.Bundle)) storetest.Measured {
 		bundle := jobstest.Setup(b)
 		bundle.Config.FetchPollInterval = 0 // serve's default: River's
 		if tune != nil {
@@ -135,7 +156,11 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 		// round (two runs of make bench: 477 tickets/s at 1,000, 726 at
 		// 1,861, by two commits that ran 653–709 at 2,000).
 		n := max(b.N, 2000)
-		queueTickets(b, bundle, q, "C-0001", n)
+		if customers > 1 {
+			queueTicketsOfMany(b, bundle, q, customers, n)
+		} else {
+			queueTickets(b, bundle, q, "C-0001", n)
+		}
 		w := bundle.NewWorkers(b, q)
 		return againstCeiling(b, bundle.Pool, jobs.TriageArgs{}.Kind(), n, w.Start, w.Stop)
 	}
@@ -172,23 +197,29 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 		client := benchJobs(b, bundle, jobs.QueueTriage, jobs.DefaultTriageWorkers, jobs.DefaultFetchCooldown, n, work)
 		floors["triage"] = againstCeiling(b, bundle.Pool, benchArgs{}.Kind(), n, client.Start, client.Stop)
 	})
-	b.Run("Shipped", func(b *testing.B) { storetest.ReportOfFloor(b, floors["triage"], run(b, nil)) })
+	b.Run("Shipped", func(b *testing.B) { storetest.ReportOfFloor(b, floors["triage"], run(b, 1, nil)) })
 	// serve's default of giving each triaged ticket to the least busy
 	// agent of its team, all of one team (billing, three agents): no
 	// ticket should wait on another's assignment (lock_waiting).
-	b.Run("ShippedAssigningOneTeam", func(b *testing.B) {
-		storetest.ReportOfFloor(b, floors["triage"], run(b, nil, func(bundle *jobstest.Bundle) {
-			bundle.DeskConfig.AutoAssign = true
-			for _, name := range []string{"alice", "bilal", "chloe"} {
-				if err := bundle.Store.UpsertAgent(bundle.Ctx, &store.UpsertAgentParams{Name: name, DisplayName: name,
-					Email: name + "@support.example.com", Teams: []string{"billing"}}); err != nil {
-					b.Fatal(err)
-				}
+	oneTeam := func(bundle *jobstest.Bundle) {
+		bundle.DeskConfig.AutoAssign = true
+		for _, name := range []string{"alice", "bilal", "chloe"} {
+			if err := bundle.Store.UpsertAgent(bundle.Ctx, &store.UpsertAgentParams{Name: name, DisplayName: name,
+				Email: name + "@support.example.com", Teams: []string{"billing"}}); err != nil {
+				b.Fatal(err)
 			}
-		}))
+		}
+	}
+	b.Run("ShippedAssigningOneTeam", func(b *testing.B) { storetest.ReportOfFloor(b, floors["triage"], run(b, 1, nil, oneTeam)) })
+	// The same, the tickets of 1,000 customers, two each, as a desk's
+	// are: each duplicate search looks at its own customer's tickets,
+	// which seldom changed a moment before, where every ticket above is
+	// one customer's.
+	b.Run("ShippedAssigningOneTeamManyCustomers", func(b *testing.B) {
+		storetest.ReportOfFloor(b, floors["triage"], run(b, 1000, nil, oneTeam))
 	})
 	// What serve shipped before: 10 workers and River's 100 ms cooldown.
 	b.Run("Before10Workers100msCooldown", func(b *testing.B) {
-		run(b, func(c *jobs.Config) { c.TriageWorkers, c.FetchCooldown = 10, 100*time.Millisecond })
+		run(b, 1, func(c *jobs.Config) { c.TriageWorkers, c.FetchCooldown = 10, 100*time.Millisecond })
 	})
 }

@@ -42,6 +42,13 @@ func TestHotQueriesHaveAnIndex(t *testing.T) {
 			}
 			return err
 		},
+		func() error {
+			h, err := st.ChangeHorizon(ctx)
+			if err == nil {
+				_, _, err = st.CustomerChangesSince(ctx, "C-0001", time.Now().Add(-time.Hour), h, 64)
+			}
+			return err
+		},
 		func() error { _, err := st.SolvedBefore(ctx, time.Now(), 100); return err },
 		func() error { // what renders a reply, read with the mail
 			var (

@@ -119,6 +119,45 @@ func (s *Store) VectorsChangedSince(ctx context.Context, since int64, seen []Tic
 	return changed, next, nil
 }
 
+// CustomerChangesSince returns which transaction last changed each of the
+// customer's embedded tickets opened at or after opened, of those last
+// changed by transaction since or a later one: without the vectors, what a
+// vector index needs to know whether it is current for one customer's
+// tickets. It looks at most at the customer's newest limit tickets in the
+// window, and whole is false when there are more: a customer who opened
+// that many is no customer to read this for. The tickets are read through
+// their index (customer, opened) and each one's vector row by its key: one
+// plan serves every customer and horizon, where one that went by the
+// transaction was planned anew each time, and without statistics scanned
+// every vector's row.
+func (s *Store) CustomerChangesSince(ctx context.Context, customerID string, opened time.Time, since int64, limit int) (changes []TicketChange, whole bool, err error) {
+	rows, err := s.db.Query(ctx, `SELECT t.id, e.changed_xid::text::bigint
+		FROM (SELECT id FROM tickets WHERE customer_id = $1 AND created_at >= $2 ORDER BY created_at DESC LIMIT $4) t
+		LEFT JOIN ticket_embeddings e ON e.ticket_id = t.id AND e.changed_xid >= $3::bigint::text::xid8`,
+		customerID, opened, since, limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("changes of customer %s: %w", customerID, err)
+	}
+	defer rows.Close()
+	read := 0
+	for rows.Next() {
+		var (
+			id string
+			by *int64 // none: not embedded, or not changed since
+		)
+		if err := rows.Scan(&id, &by); err != nil {
+			return nil, false, fmt.Errorf("changes of customer %s: %w", customerID, err)
+		}
+		if read++; by != nil {
+			changes = append(changes, TicketChange{ID: id, ChangedBy: *by})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("changes of customer %s: %w", customerID, err)
+	}
+	return changes, read <= limit, nil
+}
+
 // vectorColumns are a TicketVector's, from vectorTables, in the order of
 // its fields. OFFSET 0 keeps the ticket's lookup a lookup, a row at a
 // time by its key: as a join, at a million tickets, the planner chose a

@@ -3,7 +3,11 @@ package store_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
@@ -299,26 +303,117 @@ func TestARefreshReadsInOneStatementWhatItHasNotSeen(t *testing.T) {
 	})
 }
 
-// BenchmarkARefreshRead measures what a vector index's refresh costs
-// with 20 tickets changed since its last, each with a vector of the
-// simulator's 384 dimensions: the time and the CPU, here and in
-// PostgreSQL, of each read.
-func BenchmarkARefreshRead(b *testing.B) {
-	pool, st := team(b)
+// TestACustomersChangesAreReadWithoutTheirVectors: which of the
+// customer's tickets opened in the window changed at or past the horizon,
+// each with its transaction as a refresh reads it; another customer's
+// tickets, tickets opened before the window and changes before the
+// horizon are not read.
+func TestACustomersChangesAreReadWithoutTheirVectors(t *testing.T) {
+	t.Parallel()
+	pool, st := team(t)
 	ctx := context.Background()
+	if _, err := st.InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0002", Email: "bea@example.com", Name: "Bea"}); err != nil {
+		t.Fatal(err)
+	}
+	embed := func(customer string, opened time.Time) string {
+		t.Helper()
+		tk, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: customer, Subject: "S"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE tickets SET created_at = $2 WHERE id = $1`, tk.ID, opened); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Run(ctx, pool, func(tx *store.Tx) error {
+			tx.Later(func(q *store.Batch) { q.SetTicketEmbedding(tk.ID, []float32{1, 0}, "") })
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return tk.ID
+	}
+	now := time.Now()
+	old := embed("C-0001", now.Add(-2*time.Hour))
+	before, err := st.ChangeHorizon(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := embed("C-0001", now), embed("C-0001", now)
+	embed("C-0002", now)
+	if _, err := pool.Exec(ctx, `UPDATE tickets SET status = 'pending' WHERE id = $1`, old); err != nil { // changed, but opened before the window
+		t.Fatal(err)
+	}
+	all, _, err := st.VectorsChangedSince(ctx, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]int64{}
+	for _, v := range all {
+		by[v.ID] = v.ChangedBy
+	}
+
+	changes, whole, err := st.CustomerChangesSince(ctx, "C-0001", now.Add(-time.Hour), before, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.TicketChange{{ID: a, ChangedBy: by[a]}, {ID: b, ChangedBy: by[b]}}
+	slices.SortFunc(changes, func(x, y store.TicketChange) int { return strings.Compare(x.ID, y.ID) })
+	if !slices.Equal(changes, want) || !whole {
+		t.Errorf("changes %+v (whole %t), want %+v, whole", changes, whole, want)
+	}
+	if changes, whole, err := st.CustomerChangesSince(ctx, "C-0001", now.Add(-time.Hour), by[b]+1, 2); err != nil || len(changes) != 0 || !whole {
+		t.Errorf("changes past the last %+v (whole %t, %v), want none, whole", changes, whole, err)
+	}
+	t.Run("ACustomerWithMoreTicketsInTheWindowThanItLooksAtIsNotWhole", func(t *testing.T) {
+		if _, whole, err := st.CustomerChangesSince(ctx, "C-0001", now.Add(-time.Hour), before, 1); err != nil || whole {
+			t.Errorf("whole %t (%v), want false: two tickets in the window, one looked at", whole, err)
+		}
+	})
+}
+
+// twentyChanged is a desk of Ada's 20 tickets, each embedded with a vector
+// of the simulator's 384 dimensions.
+func twentyChanged(b *testing.B) (*pgxpool.Pool, *store.Store) {
+	pool, st := team(b)
 	vector := make([]float32, 384)
 	for i := range vector {
 		vector[i] = float32(i%7)/7 - 0.5
 	}
 	for range 20 {
 		id := newTicket(b, st)
-		if err := store.Run(ctx, pool, func(tx *store.Tx) error {
+		if err := store.Run(context.Background(), pool, func(tx *store.Tx) error {
 			tx.Later(func(q *store.Batch) { q.SetTicketEmbedding(id, vector, "") })
 			return nil
 		}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	return pool, st
+}
+
+// BenchmarkACustomersChangesRead measures what the duplicate search's
+// read of its customer's changes costs, beside BenchmarkARefreshRead: the
+// same 20 tickets changed since the last look, another customer's.
+func BenchmarkACustomersChangesRead(b *testing.B) {
+	pool, st := twentyChanged(b)
+	ctx := context.Background()
+	opened := time.Now().Add(-time.Hour)
+	stop := storetest.MeasureCost(b, pool)
+	for b.Loop() {
+		if changes, whole, err := st.CustomerChangesSince(ctx, "C-0002", opened, 0, 64); err != nil || len(changes) != 0 || !whole {
+			b.Fatalf("%d changes (whole %t, %v), want none", len(changes), whole, err)
+		}
+	}
+	stop().Report(b, b.N, "read")
+}
+
+// BenchmarkARefreshRead measures what a vector index's refresh costs
+// with 20 tickets changed since its last, each with a vector of the
+// simulator's 384 dimensions: the time and the CPU, here and in
+// PostgreSQL, of each read.
+func BenchmarkARefreshRead(b *testing.B) {
+	pool, st := twentyChanged(b)
+	ctx := context.Background()
 	stop := storetest.MeasureCost(b, pool)
 	for b.Loop() {
 		changed, _, err := st.VectorsChangedSince(ctx, 0, nil)
