@@ -133,9 +133,10 @@ func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) 
 // currentFor returns the index up to date with every change committed
 // before the call to the tickets of w, as current does for every ticket,
 // and as it is when none of w's tickets changed since it was: a read of
-// w's changes by their transaction since the horizon, without vectors,
-// costs a fraction of a refresh, which then runs only when one of them
-// is not in the index yet (a customer who wrote again a moment ago).
+// which of w's tickets changed at or past the horizon, and by which
+// transaction, without vectors, costs a fraction of a refresh, which then
+// runs only when one of those changes is not in the index yet (a customer
+// who wrote again a moment ago).
 //
 // The index holds every change by a transaction before its horizon (each
 // refresh reads all those committed at or past the last horizon, and its

@@ -124,8 +124,8 @@ func (s *Store) VectorsChangedSince(ctx context.Context, since int64, seen []Tic
 // changed by transaction since or a later one: without the vectors, what a
 // vector index needs to know whether it is current for one customer's
 // tickets. It looks at most at the customer's newest limit tickets in the
-// window, and whole is false when there are more: a customer who opened
-// that many is no customer to read this for. The tickets are read through
+// window, and whole is false when there are more: for a customer who
+// opened that many, a refresh is the cheaper way to be current. The tickets are read through
 // their index (customer, opened) and each one's vector row by its key: one
 // plan serves every customer and horizon, where one that went by the
 // transaction was planned anew each time, and without statistics scanned
