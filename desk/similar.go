@@ -131,27 +131,28 @@ func (s *memorySimilarity) current(ctx context.Context) (*vectors.Index, error) 
 }
 
 // currentFor returns the index up to date with every change committed
-// before the call to the tickets of w, as current does for every ticket,
-// and as it is when none of w's tickets changed since it was: a read of
-// which of w's tickets changed at or past the horizon, and by which
-// transaction, without vectors, costs a fraction of a refresh, which then
-// runs only when one of those changes is not in the index yet (a customer
-// who wrote again a moment ago).
+// before the call to the customer's tickets opened at or after opened, as
+// current does for every ticket, and as it is when none of those changed
+// since it was: a read of which of them changed at or past the horizon,
+// and by which transaction, without vectors, costs a fraction of a
+// refresh, which then runs only when one of those changes is not in the
+// index yet (a customer who wrote again a moment ago), or when the
+// customer has more tickets in the window than the read looks at.
 //
 // The index holds every change by a transaction before its horizon (each
 // refresh reads all those committed at or past the last horizon, and its
 // own horizon is the oldest transaction running then), and of those at or
-// past it the ones recent names. A change to w's tickets committed before
-// the call is in the read, which begins after it; if each one read is one
-// of those, the index is current for w.
-func (s *memorySimilarity) currentFor(ctx context.Context, w *customerWindow) (*vectors.Index, error) {
+// past it the ones recent names. A change to the customer's tickets
+// committed before the call is in the read, which begins after it; if
+// each one read is one of those, the index is current for them.
+func (s *memorySimilarity) currentFor(ctx context.Context, customerID string, opened time.Time) (*vectors.Index, error) {
 	s.mu.Lock()
-	ix, since, behind := s.index, s.horizon, s.behind[w.id]
+	ix, since, behind := s.index, s.horizon, s.behind[customerID]
 	s.mu.Unlock()
 	if ix == nil || s.readingAll.Load() || time.Since(behind) < behindFor {
 		return s.current(ctx)
 	}
-	changes, whole, err := store.New(s.pool).CustomerChangesSince(ctx, w.id, w.opened, since, maxCustomerCheck)
+	changes, whole, err := store.New(s.pool).CustomerChangesSince(ctx, customerID, opened, since, maxCustomerCheck)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +168,7 @@ func (s *memorySimilarity) currentFor(ctx context.Context, w *customerWindow) (*
 		if s.behind == nil || len(s.behind) >= maxBehind {
 			s.behind = map[string]time.Time{}
 		}
-		s.behind[w.id] = time.Now()
+		s.behind[customerID] = time.Now()
 	}
 	s.mu.Unlock()
 	if inIndex {
@@ -300,7 +301,7 @@ func prune(recent map[string]int64, horizon int64) {
 }
 
 func (s *memorySimilarity) Similar(ctx context.Context, vec []float32, k int, minScore float32, keep func(string, vectors.Meta) bool) ([]vectors.Hit, error) {
-	return s.search(ctx, vec, nil, func(ix *vectors.Index) []vectors.Hit { return ix.Search(vec, k, minScore, keep) })
+	return s.search(ctx, vec, s.current, func(ix *vectors.Index) []vectors.Hit { return ix.Search(vec, k, minScore, keep) })
 }
 
 // SimilarOfCustomer searches an index current for the customer's tickets
@@ -308,30 +309,18 @@ func (s *memorySimilarity) Similar(ctx context.Context, vec []float32, k int, mi
 // for a duplicate search only when the customer's own tickets changed.
 func (s *memorySimilarity) SimilarOfCustomer(ctx context.Context, customerID string, vec []float32, k int, minScore float32, newest int, since time.Time,
 	keep func(string, vectors.Meta) bool) ([]vectors.Hit, error) {
-	return s.search(ctx, vec, &customerWindow{id: customerID, opened: since}, func(ix *vectors.Index) []vectors.Hit {
+	current := func(ctx context.Context) (*vectors.Index, error) { return s.currentFor(ctx, customerID, since) }
+	return s.search(ctx, vec, current, func(ix *vectors.Index) []vectors.Hit {
 		return ix.SearchCustomer(vec, customerID, k, minScore, newest, since, keep)
 	})
 }
 
-// customerWindow is one customer's tickets opened at or after opened.
-type customerWindow struct {
-	id     string
-	opened time.Time
-}
-
-// search runs find over the index brought up to date (current), or up to
-// date for the tickets of within when it is set (currentFor); nothing is
-// found before the first vector, or for a vector of another length.
-func (s *memorySimilarity) search(ctx context.Context, vec []float32, within *customerWindow, find func(*vectors.Index) []vectors.Hit) ([]vectors.Hit, error) {
-	var (
-		ix  *vectors.Index
-		err error
-	)
-	if within != nil {
-		ix, err = s.currentFor(ctx, within)
-	} else {
-		ix, err = s.current(ctx)
-	}
+// search runs find over the index that current brings up to date;
+// nothing is found before the first vector, or for a vector of another
+// length.
+func (s *memorySimilarity) search(ctx context.Context, vec []float32, current func(context.Context) (*vectors.Index, error),
+	find func(*vectors.Index) []vectors.Hit) ([]vectors.Hit, error) {
+	ix, err := current(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("similar tickets: %w", err)
 	}

@@ -318,6 +318,24 @@ func TestADuplicateSearchRefreshesTheIndexOnlyForItsCustomersChanges(t *testing.
 		}
 	})
 
+	t.Run("AChangeOlderThanTheTicketsTheReadLooksAtIsSeen", func(t *testing.T) {
+		// Cy's oldest ticket, then more newer ones than the read looks at,
+		// all in the index (a search of every ticket refreshes it, and
+		// leaves Cy in nobody's mind as behind).
+		exec(`INSERT INTO customers (id, email, name) VALUES ('C-0003', 'cy@example.com', 'Cy')`)
+		exec(`INSERT INTO tickets (id, customer_id, subject) VALUES ('T-C0', 'C-0003', 'S')`)
+		exec(`INSERT INTO ticket_embeddings (ticket_id, embedding) VALUES ('T-C0', '{1,0,1}')`)
+		exec(`INSERT INTO tickets (id, customer_id, subject) SELECT 'T-C' || i, 'C-0003', 'S' FROM generate_series(1, $1::int) i`, maxCustomerCheck+1)
+		exec(`INSERT INTO ticket_embeddings (ticket_id, embedding) SELECT 'T-C' || i, '{-1,0,0}' FROM generate_series(1, $1::int) i`, maxCustomerCheck+1)
+		if _, err := s.Similar(ctx, []float32{1, 0, 1}, 1, 0.99, open); err != nil {
+			t.Fatal(err)
+		}
+		exec(`UPDATE ticket_embeddings SET embedding = '{1,1,0}', changed_xid = pg_current_xact_id() WHERE ticket_id = 'T-C0'`)
+		if got := nearestOf("C-0003", []float32{1, 1, 0}); got != "T-C0" {
+			t.Errorf("found %q, want T-C0's new vector: it changed, older than the newest %d tickets the read looks at", got, maxCustomerCheck)
+		}
+	})
+
 	t.Run("AStatusChangedAMomentAgoIsSeen", func(t *testing.T) {
 		exec(`UPDATE tickets SET status = 'solved' WHERE id = 'T-1'`)
 		if got := nearestOf("C-0001", []float32{0, 0, 1}); got != "" {

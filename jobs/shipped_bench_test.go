@@ -135,14 +135,14 @@ var floors = map[string]storetest.Measured{}
 func BenchmarkTriageAsShipped(b *testing.B) {
 	// run times the tickets of one customer, or of customers of their own
 	// when customers is more than one.
-	run := func(b *testing.B, customers int, tune func(*jobs.Config), world ...func(*jobstest.Bundle)) storetest.Measured {
+	run := func(b *testing.B, customers int, tune func(*jobs.Config), world ...func(*testing.B, *jobstest.Bundle)) storetest.Measured {
 		bundle := jobstest.Setup(b)
 		bundle.Config.FetchPollInterval = 0 // serve's default: River's
 		if tune != nil {
 			tune(&bundle.Config)
 		}
 		for _, w := range world {
-			w(bundle)
+			w(b, bundle)
 		}
 		q := bundle.NewQueue(b)
 		// The warm-up's tickets are another customer's, so that the
@@ -201,7 +201,7 @@ func BenchmarkTriageAsShipped(b *testing.B) {
 	// serve's default of giving each triaged ticket to the least busy
 	// agent of its team, all of one team (billing, three agents): no
 	// ticket should wait on another's assignment (lock_waiting).
-	oneTeam := func(bundle *jobstest.Bundle) {
+	oneTeam := func(b *testing.B, bundle *jobstest.Bundle) {
 		bundle.DeskConfig.AutoAssign = true
 		for _, name := range []string{"alice", "bilal", "chloe"} {
 			if err := bundle.Store.UpsertAgent(bundle.Ctx, &store.UpsertAgentParams{Name: name, DisplayName: name,
