@@ -162,6 +162,8 @@ type Desk struct {
 	similarity Similarity
 	slaOn      slaSwitch
 	assigning  assignTeams
+	// steps commits triage steps saved at once together (SaveTriageStep).
+	steps *store.Combiner
 }
 
 // New returns the use cases over pool, queueing their work with jobs.
@@ -203,7 +205,7 @@ func New(pool *pgxpool.Pool, jobs Enqueuer, config Config) *Desk {
 		similarity = newMemorySimilarity(pool)
 	}
 	return &Desk{pool: pool, jobs: jobs, config: config, log: config.Logger, similarity: similarity,
-		slaOn: slaSwitch{recheck: config.SLARecheck}}
+		slaOn: slaSwitch{recheck: config.SLARecheck}, steps: store.NewCombiner(pool, stepGroups, stepsAGroup)}
 }
 
 // IdempotencyRetention is how long an Idempotency-Key replays its first

@@ -29,6 +29,16 @@ const (
 	maxPromptBytes    = 16 << 10
 )
 
+// Triage steps saved at once commit together (store.Combiner): up to
+// stepGroups transactions at the database, each of up to stepsAGroup
+// steps. Of 1, 2, 4 and 8 transactions and 16 or 32 steps, two of 32
+// cost the least CPU a ticket on two cores (docs/performance.md, stop
+// 65); more transactions share fewer commits.
+const (
+	stepGroups  = 2
+	stepsAGroup = 32
+)
+
 // TriageInput is what a triage job's steps need.
 type TriageInput struct {
 	// Ticket is the ticket as the provider is told it: the subject, the
@@ -137,6 +147,11 @@ type TriageResult struct {
 // and notifies the agents, once. It reports whether the provider is free
 // for the next call.
 //
+// Steps that other workers save at the same moment may share the
+// transaction (d.steps, a group commit); a save that fails in a group
+// runs again alone, and so may the others, which the result's unique key
+// makes safe.
+//
 // River completes the job when the worker returns, with other jobs'
 // completions in one statement; completing it in this transaction made
 // PostgreSQL plan River's completion query anew for every ticket. A job
@@ -155,7 +170,13 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 	// it is saved: a result the job has already fails the transaction
 	// (store.ErrStepSaved). So the step's writes wait for one trip, most
 	// often the commit's.
-	err = store.Run(ctx, d.pool, func(tx *store.Tx) error {
+	run := d.steps.Run
+	if r.Task == TaskClassify && d.config.AutoAssign {
+		// An assignment waits for the team's slot, which another step of
+		// the same group may hold until the group commits.
+		run = func(ctx context.Context, fn func(tx *store.Tx) error) error { return store.Run(ctx, d.pool, fn) }
+	}
+	err = run(ctx, func(tx *store.Tx) error {
 		tx.Later(func(b *store.Batch) {
 			b.InsertAIRun(&store.InsertAIRunParams{
 				JobID:            r.JobID,

@@ -1,13 +1,16 @@
 package desk_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/helpdesk-dev/helpdesk/desk"
 	"github.com/helpdesk-dev/helpdesk/provider"
 	"github.com/helpdesk-dev/helpdesk/provider/simulator"
+	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
@@ -72,6 +75,61 @@ func TestTriage(t *testing.T) {
 		if strings.Contains(prompt, "evil.example") || !strings.Contains(prompt, "(grace@example.com wrote:) I am her colleague.") {
 			t.Errorf("the prompt's messages: %q", in.Ticket.Messages)
 		}
+	})
+
+	t.Run("StepsSavedAtOnceAreEachSavedOnceAndToldOnce", func(t *testing.T) {
+		// Steps saved at once commit together (store.Combiner): two
+		// deliveries of each of twelve jobs saving at once leave each
+		// ticket as one delivery would, and tell its agent once.
+		t.Parallel()
+		w := newWorld(t, true)
+		w.agent(t, "alice", "billing")
+		var tickets []*store.Ticket
+		for i := range 12 {
+			tickets = append(tickets, w.open(t, fmt.Sprintf("Refund %d", i), "Please refund."))
+		}
+		var wg sync.WaitGroup
+		for _, ticket := range tickets {
+			for range 2 {
+				wg.Go(func() {
+					for _, r := range []*desk.TriageResult{
+						{Task: desk.TaskClassify, Output: "billing", Classification: &provider.Classification{Team: "billing", Priority: 2}},
+						{Task: desk.TaskEmbed, Output: "vector", Embedding: simulator.Embed(ticket.Subject)},
+						{Task: desk.TaskDraftReply, Output: "Dear Ada", Draft: "Dear Ada, it is done.", Last: true},
+					} {
+						r.JobID, r.TicketID = *ticket.TriageJobID, ticket.ID
+						if _, err := w.desk.SaveTriageStep(w.ctx, r); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+		}
+		wg.Wait()
+		for _, ticket := range tickets {
+			got := w.ticket(t, ticket.ID)
+			runs, _ := w.st.ListAIRuns(w.ctx, ticket.ID)
+			vec, _ := w.st.TicketEmbedding(w.ctx, ticket.ID)
+			if deref(got.Team) != "billing" || deref(got.DraftReply) != "Dear Ada, it is done." || len(runs) != 3 || len(vec) == 0 {
+				t.Errorf("%s: team %v, draft %q, %d results, %d dimensions", ticket.ID, got.Team, deref(got.DraftReply), len(runs), len(vec))
+			}
+		}
+		var told, ticketsTold int
+		if err := w.pool.QueryRow(w.ctx, `SELECT count(*), count(DISTINCT ticket_id) FROM messages WHERE direction = $1`,
+			vocab.DirectionNotification).Scan(&told, &ticketsTold); err != nil {
+			t.Fatal(err)
+		}
+		if told != len(tickets) || ticketsTold != len(tickets) {
+			t.Errorf("%d notifications of %d tickets, want one for each of %d", told, ticketsTold, len(tickets))
+		}
+		// How many commits held several tickets' results depends on how
+		// the saves met; it is said, not required.
+		var shared int
+		if err := w.pool.QueryRow(w.ctx, `SELECT count(*) FROM (SELECT xmin::text FROM ai_runs GROUP BY xmin::text HAVING count(DISTINCT ticket_id) > 1) s`).Scan(&shared); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d commits saved several tickets' results", shared)
 	})
 
 	t.Run("OneResultPerJobAndStepASecondSaveChangesNothing", func(t *testing.T) {
