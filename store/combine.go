@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,8 +21,8 @@ import (
 // nothing. The others wait, and the next group takes every unit waiting,
 // up to a bound, in the order they came. Units share a group's fate: if
 // any of them fails, or the commit does, each of the group's units runs
-// again alone, so that each gets its own answer and none is lost for
-// another's error. So a unit must be safe to run twice, even after its
+// again alone, in its caller's goroutine, so that each gets its own
+// answer (and its own panic) and none is lost for another's error. So a unit must be safe to run twice, even after its
 // group committed (a read of Batch.reads that fails after the commit): a
 // triage step is, by its result's unique key. And a unit must not wait
 // for another unit of the same combiner: a group runs its units one
@@ -29,7 +30,7 @@ import (
 type Combiner struct {
 	pool   *pgxpool.Pool
 	groups int // groups at the database at once
-	max    int // units a group takes
+	size   int // units a group takes
 
 	mu      sync.Mutex
 	running int
@@ -43,20 +44,19 @@ type combined struct {
 	done chan combinedDone
 }
 
-// combinedDone is a unit's answer: its error, or that it is to lead the
-// next group.
+// combinedDone is what becomes of a unit that waited: its answer, or
+// that it is to lead the next group, or to run again alone.
 type combinedDone struct {
-	err  error
-	lead bool
+	err   error
+	lead  bool
+	alone bool
 }
 
 // NewCombiner returns a combiner on pool that keeps up to groups
-// transactions at the database at once, each of up to max units.
-func NewCombiner(pool *pgxpool.Pool, groups, max int) *Combiner {
-	return &Combiner{pool: pool, groups: max1(groups), max: max1(max)}
+// transactions at the database at once, each of up to size units.
+func NewCombiner(pool *pgxpool.Pool, groups, size int) *Combiner {
+	return &Combiner{pool: pool, groups: max(groups, 1), size: max(size, 1)}
 }
-
-func max1(n int) int { return max(n, 1) }
 
 // Run runs fn in a unit of work, alone or with others (Combiner), and
 // commits it; it returns fn's error or the commit's. A unit given up
@@ -72,89 +72,109 @@ func (c *Combiner) Run(ctx context.Context, fn func(tx *Tx) error) error {
 	}
 	c.waiting = append(c.waiting, u)
 	c.mu.Unlock()
+	var d combinedDone
 	select {
-	case d := <-u.done:
-		if d.lead {
-			return c.lead(u)
-		}
-		return d.err
+	case d = <-u.done:
 	case <-ctx.Done():
-	}
-	// Given up: gone from the queue, or taken by a group already, whose
-	// answer then comes.
-	c.mu.Lock()
-	for i, w := range c.waiting {
-		if w == u {
-			c.waiting = append(c.waiting[:i], c.waiting[i+1:]...)
-			c.mu.Unlock()
+		// Given up: gone from the queue, or taken by a group already,
+		// whose answer then comes.
+		if c.leave(u) {
 			return ctx.Err()
 		}
+		d = <-u.done
 	}
-	c.mu.Unlock()
-	d := <-u.done
-	if d.lead {
+	switch {
+	case d.lead:
 		return c.lead(u)
+	case d.alone:
+		// In the unit's own goroutine: a panic of fn is its caller's.
+		return Run(u.ctx, c.pool, u.fn)
 	}
 	return d.err
 }
 
-// lead runs a group of u and the units waiting, then hands the next group
-// to the first unit still waiting, or gives up its place at the database.
+// leave takes u out of the queue; false when a group took it first.
+func (c *Combiner) leave(u *combined) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, w := range c.waiting {
+		if w == u {
+			c.waiting = append(c.waiting[:i], c.waiting[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// lead runs a group of u and the units waiting, answers them, then hands
+// the next group to the first unit still waiting, or gives up its place
+// at the database; the last even when u's function panics.
 func (c *Combiner) lead(u *combined) error {
 	c.mu.Lock()
-	n := min(len(c.waiting), c.max-1)
+	n := min(len(c.waiting), c.size-1)
 	group := append([]*combined{u}, c.waiting[:n]...)
 	c.waiting = c.waiting[n:]
 	c.mu.Unlock()
+	defer c.handOff()
 
-	errs := c.runGroup(group)
+	errs, alone := c.runGroup(group)
 	for i, w := range group[1:] {
-		w.done <- combinedDone{err: errs[i+1]}
+		w.done <- combinedDone{err: errs[i+1], alone: alone && errs[i+1] == nil}
 	}
-
-	c.mu.Lock()
-	if len(c.waiting) > 0 {
-		next := c.waiting[0]
-		c.waiting = c.waiting[1:]
-		next.done <- combinedDone{lead: true}
-	} else {
-		c.running--
+	if alone && errs[0] == nil {
+		return Run(u.ctx, c.pool, u.fn)
 	}
-	c.mu.Unlock()
 	return errs[0]
 }
 
-// runGroup runs the group's units in one transaction on the first unit's
-// context, and, if that fails, each alone on its own; the answer of each.
-func (c *Combiner) runGroup(group []*combined) []error {
-	errs := make([]error, len(group))
-	var live []int // the units not given up
+// handOff gives the place at the database that a group held to the first
+// unit waiting, or back.
+func (c *Combiner) handOff() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.waiting) == 0 {
+		c.running--
+		return
+	}
+	next := c.waiting[0]
+	c.waiting = c.waiting[1:]
+	next.done <- combinedDone{lead: true}
+}
+
+// runGroup runs the group's units that were not given up in one
+// transaction, on the first one's context. errs holds the given-up
+// units' errors; alone says that the others are to run again alone, each
+// on its own: the group failed, or only one unit was left in it, which
+// needs no group.
+func (c *Combiner) runGroup(group []*combined) (errs []error, alone bool) {
+	errs = make([]error, len(group))
+	var live []*combined
 	for i, u := range group {
 		if errs[i] = u.ctx.Err(); errs[i] == nil {
-			live = append(live, i)
+			live = append(live, u)
 		}
 	}
-	if len(live) == 1 {
-		u := group[live[0]]
-		errs[live[0]] = Run(u.ctx, c.pool, u.fn)
-		return errs
+	if len(live) <= 1 {
+		return errs, len(live) == 1
 	}
-	if len(live) == 0 {
-		return errs
-	}
-	err := Run(group[live[0]].ctx, c.pool, func(tx *Tx) error {
-		for _, i := range live {
-			if err := group[i].fn(tx); err != nil {
+	err := Run(live[0].ctx, c.pool, func(tx *Tx) error {
+		for _, u := range live {
+			if err := runUnit(tx, u.fn); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err == nil {
-		return errs
-	}
-	for _, i := range live {
-		errs[i] = Run(group[i].ctx, c.pool, group[i].fn)
-	}
-	return errs
+	return errs, err != nil
+}
+
+// runUnit runs a unit's function in a group's transaction; a panic fails
+// the group, and the unit, run again alone, panics in its own goroutine.
+func runUnit(tx *Tx, fn func(tx *Tx) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("store: a unit of a group panicked: %v", p)
+		}
+	}()
+	return fn(tx)
 }

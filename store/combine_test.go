@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -84,7 +85,15 @@ func TestCombiner(t *testing.T) {
 			if ctxs[n] != nil {
 				unitCtx = ctxs[n]
 			}
-			wg.Go(func() { answer(n, c.Run(unitCtx, fn)) })
+			wg.Go(func() {
+				// A panic is the answer of the unit whose goroutine it reached.
+				defer func() {
+					if p := recover(); p != nil {
+						answer(n, fmt.Errorf("%w: %v", errPanicked, p))
+					}
+				}()
+				answer(n, c.Run(unitCtx, fn))
+			})
 		}
 		for c.Waiting() < len(units) {
 			runtime.Gosched()
@@ -173,6 +182,28 @@ func TestCombiner(t *testing.T) {
 		}
 	})
 
+	t.Run("AUnitThatPanicsPanicsInItsOwnGoroutineAndTheOthersCommit", func(t *testing.T) {
+		t.Parallel()
+		c := store.NewCombiner(pool, 1, 16)
+		release, wait := busy(t, c, 60, map[int]func(*store.Tx) error{
+			61: unit(61, nil),
+			62: func(tx *store.Tx) error { panic("the unit's own bug") },
+			63: unit(63, nil),
+		}, nil)
+		release()
+		errs := wait()
+		if errs[60] != nil || errs[61] != nil || errs[63] != nil || !errors.Is(errs[62], errPanicked) {
+			t.Errorf("answers %v: want 62's panic in its own goroutine and the others committed", errs)
+		}
+		if got := xacts(t, 61, 63); len(got) != 2 {
+			t.Errorf("rows of %v: want 61's and 63's", got)
+		}
+		// The combiner goes on: its place at the database was given back.
+		if err := c.Run(ctx, unit(64, nil)); err != nil {
+			t.Error(err)
+		}
+	})
+
 	t.Run("AUnitGivenUpWhileItWaitsNeverRuns", func(t *testing.T) {
 		t.Parallel()
 		c := store.NewCombiner(pool, 1, 16)
@@ -197,6 +228,9 @@ func TestCombiner(t *testing.T) {
 		}
 	})
 }
+
+// errPanicked is the answer of a unit whose Run panicked (busy).
+var errPanicked = errors.New("panicked")
 
 // noErrors fails the test for each unit that answered with an error.
 func noErrors(t *testing.T, errs map[int]error) {
