@@ -31,9 +31,9 @@ const (
 
 // Triage steps saved at once commit together (store.Combiner): up to
 // stepGroups transactions at the database, each of up to stepsAGroup
-// steps. Of 1, 2, 4 and 8 transactions and 16 or 32 steps, two of 32
-// cost the least CPU a ticket on two cores (docs/performance.md, stop
-// 65); more transactions share fewer commits.
+// steps. More transactions at once share fewer commits: on two cores,
+// eight cost the most CPU a ticket, and one, two and four were within
+// the runs' noise, two of 32 lowest (docs/performance.md, stop 65).
 const (
 	stepGroups  = 2
 	stepsAGroup = 32
