@@ -113,6 +113,7 @@ func (c *Combiner) lead(u *combined) error {
 	c.mu.Lock()
 	n := min(len(c.waiting), c.size-1)
 	group := append([]*combined{u}, c.waiting[:n]...)
+	clear(c.waiting[:n]) // the queue's array keeps no unit it has let go
 	c.waiting = c.waiting[n:]
 	c.mu.Unlock()
 	defer c.handOff()
@@ -137,6 +138,7 @@ func (c *Combiner) handOff() {
 		return
 	}
 	next := c.waiting[0]
+	c.waiting[0] = nil
 	c.waiting = c.waiting[1:]
 	next.done <- combinedDone{lead: true}
 }

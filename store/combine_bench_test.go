@@ -26,8 +26,9 @@ import (
 //     tickets' step in one transaction;
 //   - ThroughACombiner writes each ticket's as the first does, through a
 //     store.Combiner as the desk now does (two transactions at once, up to
-//     32 steps each: desk's stepGroups and stepsAGroup), which groups
-//     whatever the workers save at the same moment;
+//     32 steps each, as desk's stepGroups and stepsAGroup, which this
+//     package cannot import), which groups whatever the workers save at
+//     the same moment;
 //   - SixteenTicketsAStatement writes the same rows of sixteen tickets'
 //     step in one statement of each kind, one transaction: what could
 //     come next, not built (the statements are written here, not in the
@@ -40,14 +41,15 @@ func BenchmarkTriageWritesCombined(b *testing.B) {
 	const workers = 16
 	var one float64 // CPU a ticket, one ticket a transaction, in this run
 	for _, v := range []struct {
-		name  string
-		group int
-		write func(context.Context, *pgxpool.Pool, []ticketToTriage) error
+		name     string
+		group    int
+		combined bool // the transactions go through a combiner
+		write    func(context.Context, runFunc, []ticketToTriage) error
 	}{
-		{"OneTicketATransaction", 1, writeOneTicket},
-		{"ThroughACombiner", 1, writeThroughCombiner},
-		{"SixteenTicketsATransaction", 16, writeOneTransaction},
-		{"SixteenTicketsAStatement", 16, writeCombined},
+		{"OneTicketATransaction", 1, false, writeOneTicket},
+		{"ThroughACombiner", 1, true, writeOneTicket},
+		{"SixteenTicketsATransaction", 16, false, writeOneTransaction},
+		{"SixteenTicketsAStatement", 16, false, writeCombined},
 	} {
 		group := v.group
 		b.Run(v.name, func(b *testing.B) {
@@ -58,7 +60,10 @@ func BenchmarkTriageWritesCombined(b *testing.B) {
 			}
 			n := b.N * group
 			tickets := writeTicketsToTriage(b, pool, n)
-			write := v.write
+			var run runFunc = func(ctx context.Context, fn func(*store.Tx) error) error { return store.Run(ctx, pool, fn) }
+			if v.combined {
+				run = store.NewCombiner(pool, 2, 32).Run
+			}
 			var (
 				next atomic.Int64
 				wg   sync.WaitGroup
@@ -68,7 +73,7 @@ func BenchmarkTriageWritesCombined(b *testing.B) {
 			for range workers {
 				wg.Go(func() {
 					for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
-						if err := write(ctx, pool, tickets[int(i)*group:(int(i)+1)*group]); err != nil {
+						if err := v.write(ctx, run, tickets[int(i)*group:(int(i)+1)*group]); err != nil {
 							b.Error(err)
 							return
 						}
@@ -127,26 +132,15 @@ var benchVector = func() []float32 {
 	return v
 }()
 
-// writeOneTicket writes the three steps of one ticket as the desk did
-// before its steps were combined.
-func writeOneTicket(ctx context.Context, pool *pgxpool.Pool, tickets []ticketToTriage) error {
-	for _, step := range ticketSteps(ctx, tickets[0]) {
-		if err := store.Run(ctx, pool, step); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// runFunc runs a unit of work: store.Run on the benchmark's pool, or a
+// combiner's Run.
+type runFunc func(ctx context.Context, fn func(*store.Tx) error) error
 
-// combiners are writeThroughCombiner's, one a pool.
-var combiners sync.Map // *pgxpool.Pool → *store.Combiner
-
-// writeThroughCombiner writes the three steps of one ticket as the desk
-// does, through a combiner of the pool's.
-func writeThroughCombiner(ctx context.Context, pool *pgxpool.Pool, tickets []ticketToTriage) error {
-	c, _ := combiners.LoadOrStore(pool, store.NewCombiner(pool, 2, 32))
+// writeOneTicket writes the three steps of one ticket as the desk does,
+// each step a unit of work of run's.
+func writeOneTicket(ctx context.Context, run runFunc, tickets []ticketToTriage) error {
 	for _, step := range ticketSteps(ctx, tickets[0]) {
-		if err := c.(*store.Combiner).Run(ctx, step); err != nil {
+		if err := run(ctx, step); err != nil {
 			return err
 		}
 	}
@@ -156,13 +150,13 @@ func writeThroughCombiner(ctx context.Context, pool *pgxpool.Pool, tickets []tic
 // writeOneTransaction writes each step of the tickets in one transaction,
 // each ticket's rows as the desk writes them: commits and trips shared,
 // statements not (store.Combiner).
-func writeOneTransaction(ctx context.Context, pool *pgxpool.Pool, tickets []ticketToTriage) error {
+func writeOneTransaction(ctx context.Context, run runFunc, tickets []ticketToTriage) error {
 	steps := make([][]func(*store.Tx) error, len(tickets))
 	for i, t := range tickets {
 		steps[i] = ticketSteps(ctx, t)
 	}
 	for s := range steps[0] {
-		if err := store.Run(ctx, pool, func(tx *store.Tx) error {
+		if err := run(ctx, func(tx *store.Tx) error {
 			for i := range tickets {
 				if err := steps[i][s](tx); err != nil {
 					return err
@@ -244,7 +238,7 @@ const (
 // writeCombined writes the three steps of the tickets, a statement a kind
 // of row. The vector is the same for all, as a parameter of its own: the
 // benchmark measures the statements, not how many vectors travel in one.
-func writeCombined(ctx context.Context, pool *pgxpool.Pool, tickets []ticketToTriage) error {
+func writeCombined(ctx context.Context, run runFunc, tickets []ticketToTriage) error {
 	var (
 		jobs = make([]int64, len(tickets))
 		ids  = make([]string, len(tickets))
@@ -293,7 +287,7 @@ func writeCombined(ctx context.Context, pool *pgxpool.Pool, tickets []ticketToTr
 		return nil
 	}
 	for _, step := range []func(*store.Tx) error{classify, embed, draft} {
-		if err := store.Run(ctx, pool, step); err != nil {
+		if err := run(ctx, step); err != nil {
 			return err
 		}
 	}
