@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helpdesk-dev/helpdesk/provider"
 	"github.com/helpdesk-dev/helpdesk/store"
 	"github.com/helpdesk-dev/helpdesk/store/storetest"
 )
@@ -166,4 +167,61 @@ func takeWithin(s *assignSlots, d time.Duration) (func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return s.take(ctx)
+}
+
+// A classify step that assigns takes its team's slot, which another step
+// of the same group could hold until the group commits: it is saved
+// alone, not through the combiner, and never waits for a group.
+func TestAnAssigningClassifyIsSavedOutsideTheCombiner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.NewPool(t)
+	st := store.New(pool)
+	if _, err := st.InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpsertAgent(ctx, &store.UpsertAgentParams{Name: "ana", DisplayName: "ana", Email: "ana@support.example.com",
+		Teams: []string{"billing"}}); err != nil {
+		t.Fatal(err)
+	}
+	job := int64(7)
+	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Refund", TriageJobID: &job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := New(pool, nil, Config{AutoAssign: true})
+	d.steps = store.NewCombiner(pool, 1, 32)
+	// The combiner's one group is at the database until released.
+	held, release, busy := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		busy <- d.steps.Run(ctx, func(*store.Tx) error { close(held); <-release; return nil })
+	}()
+	<-held
+	defer func() {
+		close(release)
+		if err := <-busy; err != nil {
+			t.Error(err)
+		}
+	}()
+	saved := make(chan error, 1)
+	go func() {
+		_, err := d.SaveTriageStep(ctx, &TriageResult{JobID: job, TicketID: ticket.ID, Task: TaskClassify, Output: "billing",
+			Classification: &provider.Classification{Team: "billing", Priority: 2}})
+		saved <- err
+	}()
+	select {
+	case err := <-saved:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the assigning classify waited for the combiner's group")
+	}
+	got, err := st.GetTicket(ctx, ticket.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Assignee == nil || *got.Assignee != "ana" {
+		t.Errorf("assignee %v, want ana", got.Assignee)
+	}
 }
