@@ -26,6 +26,15 @@ const (
 	Cancel             // stop: a retry would get the same answer
 )
 
+// Deliveries' writes made at once commit together (store.Combiner), as
+// triage steps do: up to deliveryGroups transactions at the database,
+// each of up to deliveriesAGroup writes, a write being the bytes kept and
+// the attempt marked before a send, or the outcome recorded after it.
+const (
+	deliveryGroups   = 2
+	deliveriesAGroup = 32
+)
+
 // Next is the end of an attempt, for the worker to map onto its queue.
 type Next struct {
 	Step Step
@@ -140,7 +149,7 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 	// first.
 	if !marked {
 		var (
-			keep store.Batch
+			keep func(b *store.Batch)
 			kept store.Kept
 		)
 		if em.Rendered == nil {
@@ -149,14 +158,25 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 				return *stop
 			}
 			// Another delivery's bytes, kept first, win: the row says which.
-			keep.KeepRenderedAndMarkSending(em.MessageID, out.InReplyTo, out.References, raw, resendsUncertain, dc.Sender.Name(), &kept)
+			keep = func(b *store.Batch) {
+				b.KeepRenderedAndMarkSending(em.MessageID, out.InReplyTo, out.References, raw, resendsUncertain, dc.Sender.Name(), &kept)
+			}
 		} else {
-			keep.MarkSendingUnlessRelayTroubled(em.MessageID, resendsUncertain, dc.Sender.Name(), &marked)
+			keep = func(b *store.Batch) {
+				b.MarkSendingUnlessRelayTroubled(em.MessageID, resendsUncertain, dc.Sender.Name(), &marked)
+			}
 		}
-		if err := st.Send(ctx, &keep); err != nil {
+		err := d.deliveries.Run(ctx, func(tx *store.Tx) error {
+			tx.Later(keep)
+			return nil
+		})
+		if err != nil {
 			return retry(err)
 		}
 		if em.Rendered == nil {
+			if kept.Rendered == nil {
+				return cancel(fmt.Errorf("MessageNotFound: outbound message %d was deleted before its send", a.MessageID))
+			}
 			em.Rendered, em.InReplyTo, em.References, marked = kept.Rendered, kept.InReplyTo, kept.References, kept.Marked
 		}
 	}
@@ -388,16 +408,20 @@ func queueRenderReads(reads *store.Batch, ticketID string, messageID int64) *rep
 
 // record stores an attempt and, when it ends the delivery, its
 // message.sent or message.failed event, together: one round trip, as one
-// implicit transaction. more, when set, writes in the same transaction.
+// implicit transaction, or in a group with other deliveries' writes
+// (d.deliveries: run again after a group's commit was lost, it writes the
+// same outcome, and its event may be told twice, as webhooks may be
+// anyway). more, when set, writes in the same transaction, alone.
 func (d *Desk) record(ctx context.Context, msg *store.Message, attempt *store.AttemptResult, more func(tx *store.Tx) error) error {
 	queue := func(b *store.Batch) {
 		b.RecordAttempt(msg.ID, attempt)
 		b.InsertWebhookEvents(delivered(msg, attempt.State, attempt.LastError))
 	}
 	if more == nil {
-		var b store.Batch
-		queue(&b)
-		return store.New(d.pool).Send(ctx, &b)
+		return d.deliveries.Run(ctx, func(tx *store.Tx) error {
+			tx.Later(queue)
+			return nil
+		})
 	}
 	return store.Run(ctx, d.pool, func(tx *store.Tx) error {
 		tx.Later(queue)

@@ -2,6 +2,7 @@ package desk_test
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,70 @@ func TestDeliver(t *testing.T) {
 		if id := *msg.EmailMessageID; !bytes.Contains(got[1].Raw, []byte("Message-Id: "+id)) ||
 			bytes.Contains(got[1].Raw, []byte("References: "+id)) {
 			t.Errorf("the resend does not carry its own Message-ID %s, or cites it", id)
+		}
+	})
+
+	t.Run("RepliesDeliveredAtOnceKeepTheirBytesInOneTransactionEachSentAsItsOwn", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true)
+		ticket := w.open(t, "Parcel", "Where is it?")
+		const n = 6
+		msgs, jobs := make([]*store.Message, n), make([]int64, n)
+		for i := range n {
+			var err error
+			if msgs[i], jobs[i], err = w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"),
+				Body: fmt.Sprintf("Reply number %d.", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The combiner's one transaction is at the database until every
+		// delivery waits with its bytes to keep.
+		c := w.desk.CombineDeliveries(1, 32)
+		held, release, busy := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() { busy <- c.Run(w.ctx, func(*store.Tx) error { close(held); <-release; return nil }) }()
+		<-held
+		steps := make(chan desk.Next, n)
+		for i := range n {
+			go func() {
+				steps <- w.desk.Deliver(w.ctx, desk.Attempt{JobID: jobs[i], MessageID: msgs[i].ID, Attempt: 1, MaxAttempts: 3, TicketID: ticket.ID})
+			}()
+		}
+		for c.Waiting() < n && len(steps) < n {
+			time.Sleep(time.Millisecond)
+		}
+		close(release)
+		if err := <-busy; err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			if step := <-steps; step.Step != desk.Done {
+				t.Errorf("step %+v, want done", step)
+			}
+		}
+		// now() is its transaction's start: one time, one transaction.
+		var kept int
+		ids := []int64{}
+		for _, m := range msgs {
+			ids = append(ids, m.ID)
+		}
+		if err := w.pool.QueryRow(w.ctx, `SELECT count(DISTINCT rendered_at) FROM outbound_emails WHERE message_id = ANY($1)`,
+			ids).Scan(&kept); err != nil || kept != 1 {
+			t.Errorf("the bytes were kept in %d transactions (%v), want one", kept, err)
+		}
+		sent := map[string]int{}
+		for _, d := range w.smtp.Deliveries() {
+			sent[string(d.Raw)]++
+		}
+		for i, m := range msgs {
+			em, err := w.st.GetOutboundEmail(w.ctx, m.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if em.State != store.DeliverySent || em.Attempts != 1 || sent[string(em.Rendered)] != 1 ||
+				!bytes.Contains(em.Rendered, []byte(fmt.Sprintf("Reply number %d.", i))) {
+				t.Errorf("reply %d: %s after %d attempts, its bytes sent %d times: want sent once, as its own",
+					i, em.State, em.Attempts, sent[string(em.Rendered)])
+			}
 		}
 	})
 

@@ -164,6 +164,9 @@ type Desk struct {
 	assigning  assignTeams
 	// steps commits triage steps saved at once together (SaveTriageStep).
 	steps *store.Combiner
+	// deliveries commits deliveries' writes made at once together: the
+	// bytes kept before a send, the outcome recorded after (Deliver).
+	deliveries *store.Combiner
 }
 
 // New returns the use cases over pool, queueing their work with jobs.
@@ -205,7 +208,8 @@ func New(pool *pgxpool.Pool, jobs Enqueuer, config Config) *Desk {
 		similarity = newMemorySimilarity(pool)
 	}
 	return &Desk{pool: pool, jobs: jobs, config: config, log: config.Logger, similarity: similarity,
-		slaOn: slaSwitch{recheck: config.SLARecheck}, steps: store.NewCombiner(pool, stepGroups, stepsAGroup)}
+		slaOn: slaSwitch{recheck: config.SLARecheck}, steps: store.NewCombiner(pool, stepGroups, stepsAGroup),
+		deliveries: store.NewCombiner(pool, deliveryGroups, deliveriesAGroup)}
 }
 
 // IdempotencyRetention is how long an Idempotency-Key replays its first

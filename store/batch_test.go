@@ -8,6 +8,7 @@ import (
 
 	"github.com/helpdesk-dev/helpdesk/blob"
 	"github.com/helpdesk-dev/helpdesk/store"
+	"github.com/helpdesk-dev/helpdesk/store/storetest"
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
@@ -245,6 +246,37 @@ func TestBatch(t *testing.T) {
 		em, err := st.GetOutboundEmail(ctx, msg.ID)
 		if err != nil || string(em.Rendered) != "first bytes" || em.Attempts != 1 || em.State != store.DeliverySending {
 			t.Errorf("row %+v (%v): want the first bytes, one attempt, sending", em, err)
+		}
+	})
+
+	// Their answers check nothing, so that a delivery's keep or mark goes
+	// with the commit of a group (desk's deliveries): a mail gone is told
+	// by what was kept, not by an error that would roll back the others.
+	t.Run("AKeepAndAMarkGoWithTheCommitAndAMailGoneFailsNothing", func(t *testing.T) {
+		msg := outboundEmail(t, ctx, st, "After")
+		var (
+			kept   store.Kept
+			marked bool
+		)
+		counted, trips := storetest.CountTrips(ctx)
+		err := store.Run(counted, pool, func(tx *store.Tx) error {
+			if err := tx.Flush(counted); err != nil { // begun, as a group of two is
+				return err
+			}
+			tx.Later(func(b *store.Batch) {
+				b.KeepRenderedAndMarkSending(-1, "", nil, []byte("bytes"), false, "relay", &kept)
+				b.MarkSendingUnlessRelayTroubled(msg.ID, false, "healthy.example.com:587", &marked)
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept.Rendered != nil || kept.Marked || !marked {
+			t.Errorf("kept %+v, the next marked %v: want nothing kept and the next mail marked", kept, marked)
+		}
+		if trips.N() != 2 || !trips.Together("WITH relay AS", "UPDATE outbound_emails SET", "commit") {
+			t.Errorf("%d trips, want BEGIN, then the statements with the commit:\n%s", trips.N(), trips)
 		}
 	})
 }

@@ -22,9 +22,13 @@ import (
 // up to a bound, in the order they came. Units share a group's fate: if
 // any of them fails, or the commit does, each of the group's units runs
 // again alone, in its caller's goroutine, so that each gets its own
-// answer (and its own panic) and none is lost for another's error. So a unit must be safe to run twice, even after its
-// group committed (a read of Batch.reads that fails after the commit): a
-// triage step is, by its result's unique key. And a unit must not wait
+// answer (and its own panic) and none is lost for another's error.
+//
+// So a unit must be safe to run twice, even after its group committed (a
+// read of Batch.reads that fails after the commit, or a commit whose
+// answer is lost): a triage step is, by its result's unique key; a
+// delivery's keep counts one attempt more, and its record writes the same
+// outcome again (its event may be told twice). And a unit must not wait
 // for another unit of the same combiner: a group runs its units one
 // after the other, in one goroutine.
 type Combiner struct {
@@ -91,6 +95,14 @@ func (c *Combiner) Run(ctx context.Context, fn func(tx *Tx) error) error {
 		return Run(u.ctx, c.pool, u.fn)
 	}
 	return d.err
+}
+
+// Waiting is how many units wait for a group: what a test waits on
+// instead of a clock.
+func (c *Combiner) Waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiting)
 }
 
 // leave takes u out of the queue; false when a group took it first.

@@ -46,11 +46,3 @@ func (b *Batch) TriagedReadApart(ticketID string, into *Triaged) {
 // MigrationLockID is the first key of a schema's migration lock, for a
 // test to hold it as a run in progress does.
 const MigrationLockID = migrationLockID
-
-// Waiting is how many units wait in c for a group, for the tests to wait
-// on instead of a clock.
-func (c *Combiner) Waiting() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.waiting)
-}

@@ -259,11 +259,12 @@ func (b *Batch) MarkSending(messageID int64, resendsUncertain bool) {
 // without a lock); marked is false, and nothing is written, when the
 // relay is troubled: the job then asks EnterRelay, and marks after.
 func (b *Batch) MarkSendingUnlessRelayTroubled(messageID int64, resendsUncertain bool, relay string, marked *bool) {
-	b.b.Queue(markSendingSQL+` AND `+relayFree("$4"),
-		messageID, resendsUncertain, DeliverySending, relay).Exec(func(tag pgconn.CommandTag) error {
+	q := b.b.Queue(markSendingSQL+` AND `+relayFree("$4"), messageID, resendsUncertain, DeliverySending, relay)
+	q.Exec(func(tag pgconn.CommandTag) error {
 		*marked = tag.RowsAffected() == 1
 		return nil
 	})
+	b.readOnly(q) // it may go with the commit: its answer checks nothing
 }
 
 // MarkSendingIfDue queues, behind the reads of a delivery's first trip,
@@ -311,17 +312,26 @@ type Kept struct {
 // attempt that rendered the mail: one new version of the row instead of two. The
 // bytes are kept unless an earlier attempt kept some; into gets the bytes
 // and thread headers the row holds afterwards, the ones to send whichever
-// attempt kept them.
+// attempt kept them, or nothing (Rendered nil) when the mail is gone.
+//
+// Its answer checks nothing (a mail gone wrote nothing), so it may go
+// with the commit, and a unit of work of it alone is one implicit
+// transaction.
 func (b *Batch) KeepRenderedAndMarkSending(messageID int64, inReplyTo string, references []string, rendered []byte,
 	resendsUncertain bool, relay string, into *Kept) {
-	b.b.Queue(keepAndMarkSQL, messageID, rendered, inReplyTo, references, resendsUncertain, DeliverySending, relay).
-		QueryRow(func(row pgx.Row) error {
-			err := row.Scan(&into.Rendered, &into.InReplyTo, &into.References, &into.Marked)
-			if err != nil {
-				return fmt.Errorf("keep email %d: %w", messageID, interpretError(err))
-			}
+	q := b.b.Queue(keepAndMarkSQL, messageID, rendered, inReplyTo, references, resendsUncertain, DeliverySending, relay)
+	q.QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&into.Rendered, &into.InReplyTo, &into.References, &into.Marked)
+		if errors.Is(err, pgx.ErrNoRows) {
+			*into = Kept{}
 			return nil
-		})
+		}
+		if err != nil {
+			return fmt.Errorf("keep email %d: %w", messageID, interpretError(err))
+		}
+		return nil
+	})
+	b.readOnly(q)
 }
 
 // SET reads the row as it was; RETURNING, as it is now.
