@@ -409,9 +409,7 @@ func queueRenderReads(reads *store.Batch, ticketID string, messageID int64) *rep
 // record stores an attempt and, when it ends the delivery, its
 // message.sent or message.failed event, together: one round trip, as one
 // implicit transaction, or in a group with other deliveries' writes
-// (d.deliveries: run again after a group's commit was lost, it writes the
-// same outcome, and its event may be told twice, as webhooks may be
-// anyway). more, when set, writes in the same transaction, alone.
+// (d.deliveries). more, when set, writes in the same transaction, alone.
 func (d *Desk) record(ctx context.Context, msg *store.Message, attempt *store.AttemptResult, more func(tx *store.Tx) error) error {
 	queue := func(b *store.Batch) {
 		b.RecordAttempt(msg.ID, attempt)

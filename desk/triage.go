@@ -149,8 +149,9 @@ type TriageResult struct {
 //
 // Steps that other workers save at the same moment may share the
 // transaction (d.steps, a group commit); a save that fails in a group
-// runs again alone, and so may the others, which the result's unique key
-// makes safe.
+// runs again alone, and so do the others, the group rolled back. A
+// group whose commit may have gone through although it failed tells each
+// step the error: the job's retry finds the results saved.
 //
 // River completes the job when the worker returns, with other jobs'
 // completions in one statement; completing it in this transaction made

@@ -22,15 +22,14 @@ import (
 // up to a bound, in the order they came. Units share a group's fate: if
 // any of them fails, or the commit does, each of the group's units runs
 // again alone, in its caller's goroutine, so that each gets its own
-// answer (and its own panic) and none is lost for another's error.
+// answer (and its own panic) and none is lost for another's error. A
+// group that may have committed although its commit failed (a read of
+// Batch.reads that failed after the commit, or no answer to it) is not run
+// again: each of its units gets the error, as a unit alone would, and
+// whoever retries finds what committed.
 //
-// So a unit must be safe to run twice, even after its group committed (a
-// read of Batch.reads that fails after the commit, or a commit whose
-// answer is lost): a triage step is, by its result's unique key; a
-// delivery's keep counts one attempt more, and its record writes the same
-// outcome again (its event may be told twice). And a unit must not wait
-// for another unit of the same combiner: a group runs its units one
-// after the other, in one goroutine.
+// A unit must not wait for another unit of the same combiner: a group
+// runs its units one after the other, in one goroutine.
 type Combiner struct {
 	pool   *pgxpool.Pool
 	groups int // groups at the database at once
@@ -157,9 +156,10 @@ func (c *Combiner) handOff() {
 
 // runGroup runs the group's units that were not given up in one
 // transaction, on the first one's context. errs holds the given-up
-// units' errors; alone says that the others are to run again alone, each
-// on its own: the group failed, or only one unit was left in it, which
-// needs no group.
+// units' errors, and every unit's when the group may have committed
+// although its commit failed; alone says that the others are to run
+// again alone, each on its own: the group rolled back, or only one unit
+// was left in it, which needs no group.
 func (c *Combiner) runGroup(group []*combined) (errs []error, alone bool) {
 	errs = make([]error, len(group))
 	var live []*combined
@@ -171,15 +171,26 @@ func (c *Combiner) runGroup(group []*combined) (errs []error, alone bool) {
 	if len(live) <= 1 {
 		return errs, len(live) == 1
 	}
-	err := Run(live[0].ctx, c.pool, func(tx *Tx) error {
-		for _, u := range live {
-			if err := runUnit(tx, u.fn); err != nil {
-				return err
-			}
+	ctx := live[0].ctx
+	tx := Begin(c.pool)
+	defer tx.Rollback(context.WithoutCancel(ctx)) // nothing after Commit
+	for _, u := range live {
+		if err := runUnit(tx, u.fn); err != nil {
+			return errs, true
 		}
-		return nil
-	})
-	return errs, err != nil
+	}
+	err := tx.Commit(ctx)
+	if err == nil || !tx.mayHaveCommitted(err) {
+		return errs, err != nil
+	}
+	// What the group wrote may be there: run again, it would be written
+	// twice. Each unit is told, as a unit alone would be.
+	for i := range group {
+		if errs[i] == nil {
+			errs[i] = fmt.Errorf("store: the commit of a group of %d: %w", len(live), err)
+		}
+	}
+	return errs, false
 }
 
 // runUnit runs a unit's function in a group's transaction; a panic fails

@@ -204,6 +204,40 @@ func TestCombiner(t *testing.T) {
 		}
 	})
 
+	t.Run("AGroupThatMayHaveCommittedIsNotRunAgainAndEachUnitIsTold", func(t *testing.T) {
+		t.Parallel()
+		c := store.NewCombiner(pool, 1, 16)
+		var runs71, runs72 atomic.Int32
+		unreadable := errors.New("unreadable")
+		// Units whose statements all wait for the commit's trip, so that
+		// the read fails after the commit whatever their order.
+		later := func(n int, runs *atomic.Int32, more func(b *store.Batch)) func(tx *store.Tx) error {
+			return func(tx *store.Tx) error {
+				runs.Add(1)
+				tx.Later(func(b *store.Batch) {
+					b.Write(`INSERT INTO combined VALUES ($1, pg_current_xact_id())`, n)
+					more(b)
+				})
+				return nil
+			}
+		}
+		release, wait := busy(t, c, 70, map[int]func(*store.Tx) error{
+			71: later(71, &runs71, func(b *store.Batch) { b.ReadFailingAfterTheCommit(unreadable) }),
+			72: later(72, &runs72, func(*store.Batch) {}),
+		}, nil)
+		release()
+		errs := wait()
+		if errs[70] != nil || !errors.Is(errs[71], unreadable) || !errors.Is(errs[72], unreadable) {
+			t.Errorf("answers %v: want 70 committed alone, and 71 and 72 told of the read that failed", errs)
+		}
+		if runs71.Load() != 1 || runs72.Load() != 1 {
+			t.Errorf("71 ran %d times, 72 %d: want once each, their writes committed", runs71.Load(), runs72.Load())
+		}
+		if got := xacts(t, 71, 72); len(got) != 2 || got[71] != got[72] {
+			t.Errorf("transactions %v: want 71's and 72's rows, committed together", got)
+		}
+	})
+
 	t.Run("AUnitGivenUpWhileItWaitsNeverRuns", func(t *testing.T) {
 		t.Parallel()
 		c := store.NewCombiner(pool, 1, 16)

@@ -46,3 +46,21 @@ func (b *Batch) TriagedReadApart(ticketID string, into *Triaged) {
 // MigrationLockID is the first key of a schema's migration lock, for a
 // test to hold it as a run in progress does.
 const MigrationLockID = migrationLockID
+
+// ReadFailingAfterTheCommit queues a read, answered with the statements
+// that go with the commit, whose answer fails to be read: a transaction
+// that committed and returns err.
+func (b *Batch) ReadFailingAfterTheCommit(err error) {
+	q := b.b.Queue(`SELECT 1`)
+	q.QueryRow(func(row pgx.Row) error {
+		var one int
+		if scanErr := row.Scan(&one); scanErr != nil {
+			return scanErr
+		}
+		return err
+	})
+	b.readOnly(q)
+}
+
+// Write queues a statement whose answer nothing reads.
+func (b *Batch) Write(sql string, args ...any) { b.b.Queue(sql, args...) }

@@ -36,6 +36,18 @@ type Tx struct {
 	last []lastQuery
 	// values are what code working in the transaction keeps in it (Value).
 	values map[any]any
+	// commitSent is set once the commit has gone to the database, with
+	// the trip that carries it or on its own (mayHaveCommitted).
+	commitSent bool
+}
+
+// mayHaveCommitted reports whether the transaction may have committed
+// although Commit returned err: the commit went out, and what came back
+// is not PostgreSQL's refusal (which skips the commit or is its answer)
+// but a read after it that failed, or no answer at all.
+func (t *Tx) mayHaveCommitted(err error) bool {
+	var pgErr *pgconn.PgError
+	return t.commitSent && !errors.As(err, &pgErr) && !errors.Is(err, pgx.ErrTxCommitRollback)
 }
 
 // Value returns what the transaction keeps under key, made by make the
@@ -145,6 +157,7 @@ func (t *Tx) commitWithLast(ctx context.Context) (sent bool, err error) {
 	t.later = Batch{}
 	var b pgx.Batch
 	b.QueuedQueries = waiting
+	t.commitSent = true
 	if t.tx == nil {
 		return true, batchError(t.pool.SendBatch(ctx, &b).Close())
 	}
@@ -234,6 +247,7 @@ func (c *carrier) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 	b.Queue(sql, args...)
 	if commit {
 		c.commitBehind = nil
+		c.t.commitSent = true
 		b.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
 			if tag.String() == "ROLLBACK" {
 				return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
@@ -448,6 +462,7 @@ func (t *Tx) Commit(ctx context.Context) error {
 		return nil
 	}
 	defer t.release()
+	t.commitSent = true
 	if err := t.tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", interpretError(err))
 	}
