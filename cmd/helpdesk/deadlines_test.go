@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -130,5 +131,59 @@ func TestServeClosesIdleKeepAliveConnections(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := r.ReadByte(); err != io.EOF {
 		t.Errorf("idle connection: %v, want the server to close it (EOF)", err)
+	}
+}
+
+// A connection past HELPDESK_HTTP_MAX_CONNECTIONS is not taken until
+// another closes: strangers cannot make the process hold more.
+func TestServeHoldsNoMoreConnectionsThanItsCap(t *testing.T) {
+	t.Parallel()
+	dbURL := migratedURL(t)
+	addr, _ := startServe(t, map[string]string{
+		"DATABASE_URL": dbURL, "HELPDESK_HTTP_ADDR": "127.0.0.1:0", "HELPDESK_HTTP_MAX_CONNECTIONS": "2",
+	})
+	// healthz sends a request on a connection of its own, which stays open.
+	healthz := func(t *testing.T) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: helpdesk\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		return c, bufio.NewReader(c)
+	}
+	answered := func(r *bufio.Reader) error {
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	first, r1 := healthz(t)
+	_, r2 := healthz(t)
+	for _, r := range []*bufio.Reader{r1, r2} {
+		if err := answered(r); err != nil {
+			t.Fatalf("a connection within the cap: %v", err)
+		}
+	}
+	third, r3 := healthz(t)
+	// Held back while both stay open: a cap that let it through answers
+	// at once (this waits only to see that nothing comes).
+	_ = third.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := r3.Peek(1); err == nil {
+		t.Fatal("a third connection was answered while two were open, with a cap of two")
+	}
+	first.Close()
+	// The guard against a hang only, far past what it takes.
+	_ = third.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if err := answered(r3); err != nil {
+		t.Errorf("the third connection, once the first closed: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/net/netutil"
 
 	"github.com/helpdesk-dev/helpdesk/api"
 	"github.com/helpdesk-dev/helpdesk/console"
@@ -41,6 +42,7 @@ type serveConfig struct {
 	MetricsInterval time.Duration // how often the jobs are counted for the metrics
 	ShutdownGrace   time.Duration
 	HTTPIdleTimeout time.Duration // an idle keep-alive connection is closed after it
+	HTTPMaxConn     int           // connections each HTTP listener holds at once
 	TLSCert, TLSKey string        // the API serves TLS itself with these
 	apiTLS          *tls.Config   // loaded from them
 
@@ -78,6 +80,9 @@ func (c *serveConfig) settings() []settings.Setting {
 		settings.Duration(&c.MetricsInterval, "HELPDESK_METRICS_INTERVAL", "metrics-interval", "15s", "how often each process counts the jobs by kind and state for /metrics"),
 		settings.Duration(&c.ShutdownGrace, "HELPDESK_SHUTDOWN_GRACE", "shutdown-grace", "30s", "how long running jobs may take to finish on shutdown"),
 		settings.Duration(&c.HTTPIdleTimeout, "HELPDESK_HTTP_IDLE_TIMEOUT", "http-idle-timeout", "30s", "an idle keep-alive connection is closed (headers must come within 10s, the body within 30s)"),
+		settings.Int(&c.HTTPMaxConn, "HELPDESK_HTTP_MAX_CONNECTIONS", "http-max-connections", "1024",
+			"connections each HTTP listener holds at once; one more waits in the kernel's queue until another closes, "+
+				"so that what strangers open costs the process no memory past it (the idle timeout and the 10s for headers bound how long each is held)"),
 		settings.Text(&c.TLSCert, "HELPDESK_TLS_CERT", "tls-cert", "",
 			"a PEM certificate (chain) file: the API and River UI serve HTTPS with it; unset: plain HTTP, for a proxy in front that ends TLS (see HELPDESK_TRUSTED_PROXIES)"),
 		settings.Text(&c.TLSKey, "HELPDESK_TLS_KEY", "tls-key", "", "the PEM private key of HELPDESK_TLS_CERT"),
@@ -297,6 +302,9 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, ready func
 		if cfg.listening != nil {
 			cfg.listening(what, ln.Addr().String())
 		}
+		// Each connection costs a goroutine and its buffers: past the
+		// cap the next is not accepted until one closes.
+		ln = netutil.LimitListener(ln, cfg.HTTPMaxConn)
 		servers = append(servers, srv)
 		go func() {
 			var err error
