@@ -197,6 +197,12 @@ func (d *Desk) MailboxOK(ctx context.Context, name string) error {
 	return store.New(d.pool).MailboxOK(ctx, name)
 }
 
+// MailboxTrouble records what went wrong with a mailbox that is still
+// fetched: a move after import that the server refused.
+func (d *Desk) MailboxTrouble(ctx context.Context, name, why string) error {
+	return store.New(d.pool).MailboxTrouble(ctx, name, why)
+}
+
 // MailboxFailed records why a mailbox could not be fetched.
 func (d *Desk) MailboxFailed(ctx context.Context, name, why string) error {
 	return store.New(d.pool).MailboxFailed(ctx, name, why)

@@ -353,7 +353,12 @@ func (f *Fetchers) session(ctx context.Context, name string, refused refusals) (
 				return fmt.Errorf("the UIDVALIDITY of %s changed from %d to %d: selecting it again", conn.folder, uidvalidity, st.UIDValidity)
 			}
 		}
-		if err := f.fetchNew(ctx, conn, mb, ep, uidvalidity); err != nil {
+		var refused *movesRefused
+		if err := f.fetchNew(ctx, conn, mb, ep, uidvalidity); errors.As(err, &refused) {
+			f.log.WarnContext(ctx, "mailbox: the server refused to move filed mail; it stays where it is, and the move is tried again next round",
+				slog.String("mailbox", name), slog.Any("error", err))
+			_ = f.desk.MailboxTrouble(ctx, name, err.Error())
+		} else if err != nil {
 			return err
 		}
 		_ = f.desk.MailboxOK(ctx, name)
@@ -397,13 +402,28 @@ const batch = 25
 
 // fetchNew files every message past the checkpoint, in UID order, and
 // moves (or flags) each batch once it is committed; first it does the
-// moves a crash left.
+// moves a crash, or a refusal, left. A move the server refuses (NO: a
+// folder over its quota, one it will not write) does not stop the
+// filing: the mail stays where it is, its move pending, no more moves
+// are asked for this round, and fetchNew ends with the refusal
+// (movesRefused) once the rest is filed.
 func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, ep *Endpoint, uidvalidity int64) error {
 	pending, err := f.desk.PendingMoves(ctx, mb.Name, uidvalidity)
 	if err != nil {
 		return err
 	}
-	if err := f.afterImport(ctx, conn, mb, uidvalidity, pending); err != nil {
+	var refusal *movesRefused
+	afterImport := func(uids []int64) error {
+		if refusal != nil {
+			return nil
+		}
+		err := f.afterImport(ctx, conn, mb, uidvalidity, uids)
+		if errors.As(err, &refusal) {
+			return nil
+		}
+		return err
+	}
+	if err := afterImport(pending); err != nil {
 		return err
 	}
 	current, err := f.desk.Mailbox(ctx, mb.Name)
@@ -466,7 +486,7 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 			done = append(done, int64(uid))
 		}
 		if len(done) >= batch {
-			if err := f.afterImport(ctx, conn, mb, uidvalidity, done); err != nil {
+			if err := afterImport(done); err != nil {
 				return err
 			}
 			done = done[:0]
@@ -477,8 +497,21 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 			return err
 		}
 	}
-	return f.afterImport(ctx, conn, mb, uidvalidity, done)
+	if err := afterImport(done); err != nil {
+		return err
+	}
+	if refusal != nil {
+		return refusal
+	}
+	return nil
 }
+
+// movesRefused is a move (or flag) after import that the server answered
+// NO: it would refuse again at once, and it stops nothing else.
+type movesRefused struct{ err error }
+
+func (e *movesRefused) Error() string { return e.err.Error() }
+func (e *movesRefused) Unwrap() error { return e.err }
 
 // fetchOne reads one message, without touching its flags, and files it;
 // filed says whether it is to be moved. arrived is its INTERNALDATE: of
@@ -687,7 +720,11 @@ func (f *Fetchers) afterImport(ctx context.Context, conn *conn, mb *store.Mailbo
 			err = conn.c.Store(set, &imap.StoreFlags{Op: imap.StoreFlagsAdd, Silent: true, Flags: []imap.Flag{importedFlag}}, nil).Close()
 		}
 		if err != nil {
-			return fmt.Errorf("%s after import: %w; a mail filed is not filed again, and -after-import flag or keep leaves it where it is", mb.AfterImport, err)
+			err = fmt.Errorf("%s after import: %w; a mail filed is not filed again, and -after-import flag or keep leaves it where it is", mb.AfterImport, err)
+			if imapErr := (*imap.Error)(nil); errors.As(err, &imapErr) && imapErr.Type == imap.StatusResponseTypeNo {
+				return &movesRefused{err}
+			}
+			return err
 		}
 	}
 	return f.desk.MovesDone(ctx, mb.Name, uidvalidity, uids)

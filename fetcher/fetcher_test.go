@@ -441,6 +441,35 @@ func TestFetchingAMailbox(t *testing.T) {
 		}
 	})
 
+	t.Run("AMoveTheServerRefusesLeavesTheMailAndFetchingGoesOn", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		s := imaptest.Start(t, imaptest.Options{User: "support@example.org", Password: "pw"})
+		s.RefuseMoves(true) // Processed is over its quota
+		put(t, s, "INBOX", customerMail(1, "q1@example.net"))
+		w.mailbox(t, "support", s, "pw", "support@example.org")
+		eventually(t, 30*time.Second, "the first filed, its refusal told", func() bool {
+			m, _ := w.desk.Mailbox(w.Ctx, "support")
+			return w.count(t, `SELECT count(*) FROM tickets`) == 1 && m != nil && m.LastError != nil
+		})
+		if m, _ := w.desk.Mailbox(w.Ctx, "support"); !strings.Contains(*m.LastError, "OVERQUOTA") && !strings.Contains(*m.LastError, "Quota exceeded") {
+			t.Errorf("last error %q, want the server's refusal", *m.LastError)
+		}
+		// The refusal stops nothing: the next mail is filed, by the same
+		// session, and both stay in the inbox.
+		put(t, s, "INBOX", customerMail(2, "q2@example.net"))
+		eventually(t, 30*time.Second, "the second filed", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 2 })
+		if s.Count("INBOX") != 2 || s.Logins() != 1 {
+			t.Errorf("%d messages in the inbox after %d sign-ins, want both, in one session", s.Count("INBOX"), s.Logins())
+		}
+		// Once the server takes moves again, the next round moves them all.
+		s.RefuseMoves(false)
+		put(t, s, "INBOX", customerMail(3, "q3@example.net"))
+		eventually(t, 30*time.Second, "all three filed and moved", func() bool {
+			return w.count(t, `SELECT count(*) FROM tickets`) == 3 && s.Count("INBOX") == 0 && s.Count("Processed") == 3
+		})
+	})
+
 	t.Run("AServerWithoutIdleIsPolled", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)

@@ -261,6 +261,17 @@ func (s *Store) MailboxOK(ctx context.Context, name string) error {
 	return nil
 }
 
+// MailboxTrouble records what went wrong with a mailbox that is still
+// fetched (its mail filed, a move refused): its last error, connected
+// all the same.
+func (s *Store) MailboxTrouble(ctx context.Context, name, why string) error {
+	_, err := s.db.Exec(ctx, `UPDATE mailboxes SET last_error = $2, last_error_at = now() WHERE name = $1`, name, why)
+	if err != nil {
+		return fmt.Errorf("mailbox %s: %w", name, err)
+	}
+	return nil
+}
+
 // MailboxFailed records why a mailbox could not be fetched.
 func (s *Store) MailboxFailed(ctx context.Context, name, why string) error {
 	_, err := s.db.Exec(ctx, `UPDATE mailboxes SET connected = false, last_error = $2, last_error_at = now() WHERE name = $1`, name, why)

@@ -59,6 +59,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	dropMove int // connections to drop at their next MOVE
+	noMove   bool // every MOVE is answered NO (RefuseMoves)
 	dropBody int // connections to drop halfway through the next message body they send
 	refuse   map[imap.UID]bool
 	stall    int      // sessions whose next IDLE never ends
@@ -208,6 +209,15 @@ func (s *Server) DropAtNextMove() {
 	s.mu.Unlock()
 }
 
+// RefuseMoves has the server answer NO to every MOVE while refuse is
+// true, as a server whose folder is over its quota does each time it is
+// asked.
+func (s *Server) RefuseMoves(refuse bool) {
+	s.mu.Lock()
+	s.noMove = refuse
+	s.mu.Unlock()
+}
+
 // DropInNextBody makes the next session that sends a message's body
 // (BODY[]) send half of it and drop its connection: a connection lost in
 // the middle of a FETCH.
@@ -346,6 +356,12 @@ func (s *session) Move(w *imapserver.MoveWriter, numSet imap.NumSet, dest string
 	if s.server.take(&s.server.dropMove) {
 		_ = s.conn.Close()
 		return errors.New("dropped")
+	}
+	s.server.mu.Lock()
+	refuse := s.server.noMove
+	s.server.mu.Unlock()
+	if refuse {
+		return &imap.Error{Type: imap.StatusResponseTypeNo, Code: imap.ResponseCodeOverQuota, Text: "Quota exceeded (mailbox for user is full)"}
 	}
 	return s.move.Move(w, numSet, dest)
 }
