@@ -30,9 +30,13 @@ const (
 // triage steps do: up to deliveryGroups transactions at the database,
 // each of up to deliveriesAGroup writes, a write being the bytes kept and
 // the attempt marked before a send, or the outcome recorded after it.
+// A mail of more than groupedMailBytes keeps its bytes alone: pgx copies
+// a trip's parameters into one buffer, twice, so a group of 32 large
+// mails would hold them all at once.
 const (
 	deliveryGroups   = 2
 	deliveriesAGroup = 32
+	groupedMailBytes = 256 << 10
 )
 
 // Next is the end of an attempt, for the worker to map onto its queue.
@@ -151,6 +155,7 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 		var (
 			keep func(b *store.Batch)
 			kept store.Kept
+			run  = d.deliveries.Run
 		)
 		if em.Rendered == nil {
 			out, raw, stop := d.render(ctx, from, &em, &msg, early)
@@ -161,12 +166,15 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 			keep = func(b *store.Batch) {
 				b.KeepRenderedAndMarkSending(em.MessageID, out.InReplyTo, out.References, raw, resendsUncertain, dc.Sender.Name(), &kept)
 			}
+			if len(raw) > groupedMailBytes {
+				run = func(ctx context.Context, fn func(tx *store.Tx) error) error { return store.Run(ctx, d.pool, fn) }
+			}
 		} else {
 			keep = func(b *store.Batch) {
 				b.MarkSendingUnlessRelayTroubled(em.MessageID, resendsUncertain, dc.Sender.Name(), &marked)
 			}
 		}
-		err := d.deliveries.Run(ctx, func(tx *store.Tx) error {
+		err := run(ctx, func(tx *store.Tx) error {
 			tx.Later(keep)
 			return nil
 		})

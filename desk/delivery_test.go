@@ -47,21 +47,36 @@ func TestDeliver(t *testing.T) {
 		}
 	})
 
-	t.Run("RepliesDeliveredAtOnceKeepTheirBytesInOneTransactionEachSentAsItsOwn", func(t *testing.T) {
-		t.Parallel()
+	// Replies delivered while the combiner's one transaction is held: each
+	// reply's bytes, kept, and how many transactions kept them all.
+	deliverAtOnce := func(t *testing.T, attachment []byte) (transactions int) {
+		t.Helper()
 		w := newWorld(t, true)
 		ticket := w.open(t, "Parcel", "Where is it?")
 		const n = 6
 		msgs, jobs := make([]*store.Message, n), make([]int64, n)
 		for i := range n {
+			p := &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: fmt.Sprintf("Reply number %d.", i)}
+			if attachment != nil {
+				err := store.Run(w.ctx, w.pool, func(tx *store.Tx) error {
+					up, err := w.desk.StoreUploadTx(w.ctx, tx, &desk.Upload{Agent: "alice", Filename: "scan.bin",
+						ContentType: "application/octet-stream", Content: attachment})
+					if err == nil {
+						p.Attachments = []int64{up.ID}
+					}
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
 			var err error
-			if msgs[i], jobs[i], err = w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"),
-				Body: fmt.Sprintf("Reply number %d.", i)}); err != nil {
+			if msgs[i], jobs[i], err = w.reply(t, p); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// The combiner's one transaction is at the database until every
-		// delivery waits with its bytes to keep.
+		// delivery waits in it, with its bytes to keep or its outcome.
 		c := w.desk.CombineDeliveries(1, 32)
 		held, release, busy := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 		go func() { busy <- c.Run(w.ctx, func(*store.Tx) error { close(held); <-release; return nil }) }()
@@ -84,21 +99,13 @@ func TestDeliver(t *testing.T) {
 				t.Errorf("step %+v, want done", step)
 			}
 		}
-		// now() is its transaction's start: one time, one transaction.
-		var kept int
-		ids := []int64{}
-		for _, m := range msgs {
-			ids = append(ids, m.ID)
-		}
-		if err := w.pool.QueryRow(w.ctx, `SELECT count(DISTINCT rendered_at) FROM outbound_emails WHERE message_id = ANY($1)`,
-			ids).Scan(&kept); err != nil || kept != 1 {
-			t.Errorf("the bytes were kept in %d transactions (%v), want one", kept, err)
-		}
 		sent := map[string]int{}
 		for _, d := range w.smtp.Deliveries() {
 			sent[string(d.Raw)]++
 		}
+		ids := []int64{}
 		for i, m := range msgs {
+			ids = append(ids, m.ID)
 			em, err := w.st.GetOutboundEmail(w.ctx, m.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -108,6 +115,28 @@ func TestDeliver(t *testing.T) {
 				t.Errorf("reply %d: %s after %d attempts, its bytes sent %d times: want sent once, as its own",
 					i, em.State, em.Attempts, sent[string(em.Rendered)])
 			}
+		}
+		// now() is its transaction's start: one time, one transaction.
+		if err := w.pool.QueryRow(w.ctx, `SELECT count(DISTINCT rendered_at) FROM outbound_emails WHERE message_id = ANY($1)`,
+			ids).Scan(&transactions); err != nil {
+			t.Fatal(err)
+		}
+		return transactions
+	}
+
+	t.Run("RepliesDeliveredAtOnceKeepTheirBytesInOneTransactionEachSentAsItsOwn", func(t *testing.T) {
+		t.Parallel()
+		if n := deliverAtOnce(t, nil); n != 1 {
+			t.Errorf("the bytes were kept in %d transactions, want one", n)
+		}
+	})
+
+	// A group's parameters are copied whole into one buffer: a large mail's
+	// bytes are not held with 31 others.
+	t.Run("RepliesOfMoreThanAQuarterMiBKeepTheirBytesEachAlone", func(t *testing.T) {
+		t.Parallel()
+		if n := deliverAtOnce(t, bytes.Repeat([]byte("scan\x00\xff"), 300<<10/6)); n < 2 {
+			t.Errorf("the bytes of six large replies were kept in %d transactions, want each in its own", n)
 		}
 	})
 
