@@ -29,12 +29,15 @@ const (
 // Deliveries' writes made at once commit together (store.Combiner), as
 // triage steps do: up to deliveryGroups transactions at the database,
 // each of up to deliveriesAGroup writes, a write being the bytes kept and
-// the attempt marked before a send, or the outcome recorded after it.
-// A mail of more than groupedMailBytes keeps its bytes alone: pgx copies
-// a trip's parameters into one buffer, twice, so a group of 32 large
-// mails would hold them all at once.
+// the attempt marked before a send, or the outcome recorded after it. Of
+// one, two and four transactions at once, on two cores, one cost the
+// least CPU an email (1,098–1,173 µs in five runs, against 1,200–1,268
+// with two and 1,258–1,343 with four) at the same rate
+// (docs/performance.md, stop 66). A mail of more than groupedMailBytes
+// keeps its bytes alone: pgx copies a trip's parameters into one buffer,
+// twice, so a group of 32 large mails would hold them all at once.
 const (
-	deliveryGroups   = 2
+	deliveryGroups   = 1
 	deliveriesAGroup = 32
 	groupedMailBytes = 256 << 10
 )
