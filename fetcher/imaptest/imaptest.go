@@ -58,9 +58,9 @@ type Server struct {
 	closeOnce sync.Once
 
 	mu       sync.Mutex
-	dropMove int // connections to drop at their next MOVE
+	dropMove int  // connections to drop at their next MOVE
 	noMove   bool // every MOVE is answered NO (RefuseMoves)
-	dropBody int // connections to drop halfway through the next message body they send
+	dropBody int  // connections to drop halfway through the next message body they send
 	refuse   map[imap.UID]bool
 	stall    int      // sessions whose next IDLE never ends
 	bye      []string // what the next sessions that idle say in a BYE before they close
