@@ -94,8 +94,15 @@ type OAuth struct {
 const mailboxColumns = `name, address, imap_url, coalesce(password, ''), processed_folder, after_import, coalesce(authserv_id, ''), import_since,
 	oauth_provider, coalesce(oauth_client_id, ''), coalesce(oauth_client_secret, ''), coalesce(oauth_token_url, ''),
 	coalesce(oauth_scopes, ''), coalesce(oauth_refresh_token, ''), coalesce(oauth_access_token, ''), oauth_expires_at,
-	disabled_at, uidvalidity, last_uid, lease_holder, lease_until, connected, last_success_at, last_error, last_error_at,
+	disabled_at, uidvalidity, last_uid, lease_holder, lease_until, ` + connectedSQL + `, last_success_at, last_error, last_error_at,
 	uidvalidity_resets, imported, created_at`
+
+// connectedSQL is whether a mailbox is connected: as its fetcher last said,
+// while the fetcher's lease runs. A fetcher renews its lease a few times
+// a lease; one killed (kill -9, the machine lost) says nothing, and its
+// mailbox reads as not connected once its lease has run out, not for as
+// long as nobody takes it over.
+const connectedSQL = `(connected AND coalesce(lease_until > now(), false))`
 
 func scanMailbox(row pgx.Row) (*Mailbox, error) {
 	var m Mailbox
