@@ -170,7 +170,7 @@ func (d *Desk) Deliver(ctx context.Context, a Attempt) Next {
 				b.KeepRenderedAndMarkSending(em.MessageID, out.InReplyTo, out.References, raw, resendsUncertain, dc.Sender.Name(), &kept)
 			}
 			if len(raw) > groupedMailBytes {
-				run = func(ctx context.Context, fn func(tx *store.Tx) error) error { return store.Run(ctx, d.pool, fn) }
+				run = d.runAlone
 			}
 		} else {
 			keep = func(b *store.Batch) {

@@ -47,6 +47,46 @@ func TestDeliver(t *testing.T) {
 		}
 	})
 
+	// deliverHeld delivers each reply while the deliveries' combiner has
+	// its one transaction held at the database, lets it go once every
+	// delivery waits in it (or has ended), and returns their steps, in the
+	// replies' order. between runs while they wait.
+	deliverHeld := func(t *testing.T, w *world, ticketID string, msgs []*store.Message, jobs []int64, between func()) []desk.Next {
+		t.Helper()
+		c := w.desk.CombineDeliveries(1, 32)
+		held, release, busy := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() { busy <- c.Run(w.ctx, func(*store.Tx) error { close(held); <-release; return nil }) }()
+		<-held
+		steps := make([]chan desk.Next, len(msgs))
+		ended := func() (n int) {
+			for _, s := range steps {
+				n += len(s)
+			}
+			return n
+		}
+		for i := range msgs {
+			steps[i] = make(chan desk.Next, 1)
+			go func() {
+				steps[i] <- w.desk.Deliver(w.ctx, desk.Attempt{JobID: jobs[i], MessageID: msgs[i].ID, Attempt: 1, MaxAttempts: 3, TicketID: ticketID})
+			}()
+		}
+		for c.Waiting()+ended() < len(msgs) {
+			time.Sleep(time.Millisecond)
+		}
+		if between != nil {
+			between()
+		}
+		close(release)
+		if err := <-busy; err != nil {
+			t.Fatal(err)
+		}
+		out := make([]desk.Next, len(msgs))
+		for i, s := range steps {
+			out[i] = <-s
+		}
+		return out
+	}
+
 	// Replies delivered while the combiner's one transaction is held: each
 	// reply's bytes, kept, and how many transactions kept them all.
 	deliverAtOnce := func(t *testing.T, attachment []byte) (transactions int) {
@@ -75,27 +115,8 @@ func TestDeliver(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// The combiner's one transaction is at the database until every
-		// delivery waits in it, with its bytes to keep or its outcome.
-		c := w.desk.CombineDeliveries(1, 32)
-		held, release, busy := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-		go func() { busy <- c.Run(w.ctx, func(*store.Tx) error { close(held); <-release; return nil }) }()
-		<-held
-		steps := make(chan desk.Next, n)
-		for i := range n {
-			go func() {
-				steps <- w.desk.Deliver(w.ctx, desk.Attempt{JobID: jobs[i], MessageID: msgs[i].ID, Attempt: 1, MaxAttempts: 3, TicketID: ticket.ID})
-			}()
-		}
-		for c.Waiting() < n && len(steps) < n {
-			time.Sleep(time.Millisecond)
-		}
-		close(release)
-		if err := <-busy; err != nil {
-			t.Fatal(err)
-		}
-		for range n {
-			if step := <-steps; step.Step != desk.Done {
+		for _, step := range deliverHeld(t, w, ticket.ID, msgs, jobs, nil) {
+			if step.Step != desk.Done {
 				t.Errorf("step %+v, want done", step)
 			}
 		}
@@ -137,6 +158,26 @@ func TestDeliver(t *testing.T) {
 		t.Parallel()
 		if n := deliverAtOnce(t, bytes.Repeat([]byte("scan\x00\xff"), 300<<10/6)); n < 2 {
 			t.Errorf("the bytes of six large replies were kept in %d transactions, want each in its own", n)
+		}
+	})
+
+	// The keep's answer checks nothing, so that it may ride with a group's
+	// commit: a mail deleted while its keep waits is told by what was kept.
+	t.Run("AMailDeletedBeforeItsBytesAreKeptIsCancelledUnsent", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, true)
+		ticket := w.open(t, "Parcel", "Where is it?")
+		msg, jobID, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "On its way."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := deliverHeld(t, w, ticket.ID, []*store.Message{msg}, []int64{jobID}, func() {
+			if _, err := w.pool.Exec(w.ctx, `DELETE FROM outbound_emails WHERE message_id = $1`, msg.ID); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if steps[0].Step != desk.Cancel || !strings.Contains(steps[0].Err.Error(), "MessageNotFound") || len(w.smtp.Deliveries()) != 0 {
+			t.Errorf("step %+v after %d deliveries, want MessageNotFound and none", steps[0], len(w.smtp.Deliveries()))
 		}
 	})
 

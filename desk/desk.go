@@ -212,6 +212,12 @@ func New(pool *pgxpool.Pool, jobs Enqueuer, config Config) *Desk {
 		deliveries: store.NewCombiner(pool, deliveryGroups, deliveriesAGroup)}
 }
 
+// runAlone runs fn in a unit of work of its own: the way past a
+// combiner (steps, deliveries) for the work that must not wait in one.
+func (d *Desk) runAlone(ctx context.Context, fn func(tx *store.Tx) error) error {
+	return store.Run(ctx, d.pool, fn)
+}
+
 // IdempotencyRetention is how long an Idempotency-Key replays its first
 // answer.
 func (d *Desk) IdempotencyRetention() time.Duration { return d.config.IdempotencyRetention }

@@ -175,7 +175,7 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 	if r.Task == TaskClassify && d.config.AutoAssign {
 		// An assignment waits for the team's slot, which another step of
 		// the same group may hold until the group commits.
-		run = func(ctx context.Context, fn func(tx *store.Tx) error) error { return store.Run(ctx, d.pool, fn) }
+		run = d.runAlone
 	}
 	err = run(ctx, func(tx *store.Tx) error {
 		tx.Later(func(b *store.Batch) {

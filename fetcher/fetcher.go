@@ -413,7 +413,7 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 		return err
 	}
 	var refusal *movesRefused
-	afterImport := func(uids []int64) error {
+	move := func(uids []int64) error {
 		if refusal != nil {
 			return nil
 		}
@@ -423,7 +423,7 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 		}
 		return err
 	}
-	if err := afterImport(pending); err != nil {
+	if err := move(pending); err != nil {
 		return err
 	}
 	current, err := f.desk.Mailbox(ctx, mb.Name)
@@ -486,7 +486,7 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 			done = append(done, int64(uid))
 		}
 		if len(done) >= batch {
-			if err := afterImport(done); err != nil {
+			if err := move(done); err != nil {
 				return err
 			}
 			done = done[:0]
@@ -497,7 +497,7 @@ func (f *Fetchers) fetchNew(ctx context.Context, conn *conn, mb *store.Mailbox, 
 			return err
 		}
 	}
-	if err := afterImport(done); err != nil {
+	if err := move(done); err != nil {
 		return err
 	}
 	if refusal != nil {
