@@ -14,14 +14,22 @@ import (
 // gives the ticket to the least busy active agent of that team (fewest
 // open and pending tickets; ties: assigned least recently), unless it has
 // an assignee already, in the caller's transaction: the one that saves
-// the classification. It returns the agent, "" for none, and a function
-// to call once the transaction has ended (also with an error).
-func (d *Desk) classifyAndAssignTx(ctx context.Context, tx *store.Tx, ticketID, team string, priority int) (agent string, done func(), err error) {
-	slots := d.assigning.team(team)
-	done, err = slots.take(ctx)
-	if err != nil {
-		return "", func() {}, fmt.Errorf("assign %s: %w", ticketID, err)
-	}
+// the classification. The caller holds one of the team's slots (take)
+// until that transaction has ended. It returns the agent, "" for none, and
+// a function to call once the transaction has ended (also with an error):
+// the agent is held, as about to have one more, until then.
+//
+// Other assignments of the same transaction (a group of steps,
+// store.Combiner) are counted twice, once in the agents' rows the
+// transaction sees and once as held: that changes no pick. The pick is
+// the least loaded of the agents no other transaction holds, and the
+// agents of this one are among those, so what decides whether it may
+// have the ticket is the load of the agents other transactions hold,
+// counted once each. So a pick that waits waits for another transaction,
+// never for a step of its own group, and two groups never wait for each
+// other: each would need an agent the other holds to have fewer tickets
+// than every agent it holds itself.
+func (d *Desk) classifyAndAssignTx(ctx context.Context, tx *store.Tx, slots *assignSlots, ticketID, team string, priority int) (agent string, held func(), err error) {
 	// A try that finds no agent it may give the ticket to waits for
 	// another assignment of the team to end, one that ended since the try
 	// began included: ended is the try's.
@@ -47,15 +55,14 @@ func (d *Desk) classifyAndAssignTx(ctx context.Context, tx *store.Tx, ticketID, 
 		},
 	})
 	if err != nil {
-		return "", done, err // agents is not known: the bound stays as it was
+		return "", func() {}, err // agents is not known: the bound stays as it was
 	}
 	d.assigning.size(team, agents)
 	if agent == "" {
-		return "", done, nil
+		return "", func() {}, nil
 	}
-	done = slots.hold(agent, done)
 	event(tx, ticketID, vocab.System, "assignee", "", agent)
-	return agent, done, nil
+	return agent, slots.hold(agent), nil
 }
 
 // assignTeams holds, per team, this process's assignments in flight.
@@ -145,9 +152,9 @@ func (s *assignSlots) resize(n int) {
 	}
 }
 
-// hold marks agent as being given a ticket until done is called, which
-// the returned function does too.
-func (s *assignSlots) hold(agent string, done func()) func() {
+// hold marks agent as being given a ticket until the returned function
+// is called.
+func (s *assignSlots) hold(agent string) func() {
 	s.mu.Lock()
 	s.held[agent]++
 	s.mu.Unlock()
@@ -159,7 +166,6 @@ func (s *assignSlots) hold(agent string, done func()) func() {
 				delete(s.held, agent)
 			}
 			s.mu.Unlock()
-			done()
 		})
 	}
 }

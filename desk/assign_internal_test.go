@@ -3,9 +3,12 @@ package desk
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/helpdesk-dev/helpdesk/provider"
 	"github.com/helpdesk-dev/helpdesk/store"
@@ -82,7 +85,7 @@ func TestAssignSlots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done = s.hold("ana", done)
+		held := s.hold("ana")
 		busy, ended := s.busy()
 		if !slices.Equal(busy, []string{"ana"}) {
 			t.Fatalf("busy %v, want ana", busy)
@@ -92,6 +95,7 @@ func TestAssignSlots(t *testing.T) {
 			t.Fatal("woken before any assignment ended")
 		default:
 		}
+		held()
 		done()
 		<-ended // a wait would last until the test's deadline
 		if busy, _ := s.busy(); len(busy) != 0 {
@@ -127,22 +131,27 @@ func TestAFailedAssignmentKeepsItsTeamsBound(t *testing.T) {
 		}
 	}
 	d := New(pool, nil, Config{AutoAssign: true})
+	s := d.assigning.team("billing")
 	assign := func(broken bool) error {
+		release, err := s.take(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
 		return store.Run(ctx, pool, func(tx *store.Tx) error {
 			if broken {
 				if err := tx.Rollback(ctx); err != nil {
 					return err
 				}
 			}
-			_, done, err := d.classifyAndAssignTx(ctx, tx, "T-404", "billing", 2) // no such ticket: nothing to give
-			done()
+			_, held, err := d.classifyAndAssignTx(ctx, tx, s, "T-404", "billing", 2) // no such ticket: nothing to give
+			held()
 			return err
 		})
 	}
 	if err := assign(false); err != nil {
 		t.Fatal(err)
 	}
-	s := d.assigning.team("billing")
 	bound := func() int { // 0: none
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -169,59 +178,156 @@ func takeWithin(s *assignSlots, d time.Duration) (func(), error) {
 	return s.take(ctx)
 }
 
-// A classify step that assigns takes its team's slot, which another step
-// of the same group could hold until the group commits: it is saved
-// alone, not through the combiner, and never waits for a group.
-func TestAnAssigningClassifyIsSavedOutsideTheCombiner(t *testing.T) {
+// Classify steps that assign commit together, as other steps do: each
+// takes its team's slot before it joins a group (store.Combiner), so a
+// group never waits for a slot its own steps hold, and more steps than
+// the team has agents wait for a slot outside it. Each agent gets as
+// many tickets as the others, and nobody is left held.
+func TestAssigningClassifySteps(t *testing.T) {
 	t.Parallel()
+	agents := []string{"ana", "ben", "cyd"}
+	classify := func(d *Desk, ticket *store.Ticket) error {
+		_, err := d.SaveTriageStep(context.Background(), &TriageResult{JobID: *ticket.TriageJobID, TicketID: ticket.ID, Task: TaskClassify,
+			Output: "billing", Classification: &provider.Classification{Team: "billing", Priority: 2}})
+		return err
+	}
+
+	t.Run("CommitTogetherOneAGroupForEachOfTheTeamsSlots", func(t *testing.T) {
+		t.Parallel()
+		w := newAssigningDesk(t, agents, 2*len(agents))
+		release := w.holdSteps(t)
+		saved := make(chan error, len(w.tickets))
+		for _, ticket := range w.tickets {
+			go func() { saved <- classify(w.d, ticket) }()
+		}
+		// One step a slot waits in the combiner; the others wait for a slot.
+		// (Steps saved on their own, past the combiner, end instead.)
+		for w.d.steps.Waiting()+len(saved) < len(agents) {
+			time.Sleep(time.Millisecond)
+		}
+		if n := w.d.steps.Waiting(); n != len(agents) {
+			t.Errorf("%d assigning steps waited in the combiner, want %d: one for each of the team's slots", n, len(agents))
+		}
+		release()
+		for range w.tickets {
+			if err := <-saved; err != nil {
+				t.Fatal(err)
+			}
+		}
+		var together int
+		if err := w.pool.QueryRow(w.ctx, `SELECT max(n) FROM (SELECT count(*) n FROM ai_runs GROUP BY xmin::text) s`).Scan(&together); err != nil {
+			t.Fatal(err)
+		}
+		if together != len(agents) {
+			t.Errorf("at most %d steps committed in one transaction, want the %d that waited", together, len(agents))
+		}
+		w.requireGiven(t, map[string]int{"ana": 2, "ben": 2, "cyd": 2})
+	})
+
+	t.Run("RunAgainAloneAfterTheirGroupRolledBackHoldNobody", func(t *testing.T) {
+		t.Parallel()
+		w := newAssigningDesk(t, agents, len(agents))
+		if err := classify(w.d, w.tickets[0]); err != nil { // ana's
+			t.Fatal(err)
+		}
+		release := w.holdSteps(t)
+		saved := make(chan error, len(w.tickets))
+		for _, ticket := range w.tickets[1:] {
+			go func() { saved <- classify(w.d, ticket) }()
+		}
+		for w.d.steps.Waiting()+len(saved) < 2 {
+			time.Sleep(time.Millisecond)
+		}
+		// Last in the group, a second delivery of the first ticket's step:
+		// its result is there, so the group rolls back, after the others
+		// held their agents, and each step runs again alone.
+		go func() { saved <- classify(w.d, w.tickets[0]) }()
+		for w.d.steps.Waiting()+len(saved) < 3 {
+			time.Sleep(time.Millisecond)
+		}
+		release()
+		for range w.tickets {
+			if err := <-saved; err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.requireGiven(t, map[string]int{"ana": 1, "ben": 1, "cyd": 1})
+	})
+}
+
+// assigningDesk is a desk that gives tickets to agents, its steps' combiner
+// of one group, and tickets of a customer to classify.
+type assigningDesk struct {
+	ctx     context.Context
+	pool    *pgxpool.Pool
+	d       *Desk
+	tickets []*store.Ticket
+}
+
+func newAssigningDesk(t *testing.T, agents []string, tickets int) *assigningDesk {
+	t.Helper()
 	ctx := context.Background()
 	pool := storetest.NewPool(t)
 	st := store.New(pool)
 	if _, err := st.InsertCustomer(ctx, &store.InsertCustomerParams{ID: "C-0001", Email: "ada@example.com", Name: "Ada"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.UpsertAgent(ctx, &store.UpsertAgentParams{Name: "ana", DisplayName: "ana", Email: "ana@support.example.com",
-		Teams: []string{"billing"}}); err != nil {
-		t.Fatal(err)
-	}
-	job := int64(7)
-	ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Refund", TriageJobID: &job})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := New(pool, nil, Config{AutoAssign: true})
-	d.steps = store.NewCombiner(pool, 1, 32)
-	// The combiner's one group is at the database until released.
-	held, release, busy := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() {
-		busy <- d.steps.Run(ctx, func(*store.Tx) error { close(held); <-release; return nil })
-	}()
-	<-held
-	defer func() {
-		close(release)
-		if err := <-busy; err != nil {
-			t.Error(err)
+	for _, name := range agents {
+		if err := st.UpsertAgent(ctx, &store.UpsertAgentParams{Name: name, DisplayName: name, Email: name + "@support.example.com",
+			Teams: []string{"billing"}}); err != nil {
+			t.Fatal(err)
 		}
-	}()
-	saved := make(chan error, 1)
-	go func() {
-		_, err := d.SaveTriageStep(ctx, &TriageResult{JobID: job, TicketID: ticket.ID, Task: TaskClassify, Output: "billing",
-			Classification: &provider.Classification{Team: "billing", Priority: 2}})
-		saved <- err
-	}()
-	select {
-	case err := <-saved:
+	}
+	w := &assigningDesk{ctx: ctx, pool: pool, d: New(pool, nil, Config{AutoAssign: true})}
+	for i := range tickets {
+		job := int64(100 + i)
+		ticket, err := st.InsertTicket(ctx, &store.InsertTicketParams{CustomerID: "C-0001", Subject: "Refund", TriageJobID: &job})
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the assigning classify waited for the combiner's group")
+		w.tickets = append(w.tickets, ticket)
 	}
-	got, err := st.GetTicket(ctx, ticket.ID)
-	if err != nil {
-		t.Fatal(err)
+	w.d.assigning.size("billing", len(agents)) // as the team's first assignment would have learnt
+	w.d.steps = store.NewCombiner(pool, 1, 32)
+	return w
+}
+
+// holdSteps keeps the combiner's one group at the database until the
+// returned function is called.
+func (w *assigningDesk) holdSteps(t *testing.T) (release func()) {
+	t.Helper()
+	held, let, busy := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		busy <- w.d.steps.Run(w.ctx, func(*store.Tx) error { close(held); <-let; return nil })
+	}()
+	<-held
+	return func() {
+		close(let)
+		if err := <-busy; err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got.Assignee == nil || *got.Assignee != "ana" {
-		t.Errorf("assignee %v, want ana", got.Assignee)
+}
+
+// requireGiven checks how many of the tickets each agent has, and that no
+// agent is held as being given one.
+func (w *assigningDesk) requireGiven(t *testing.T, want map[string]int) {
+	t.Helper()
+	given := map[string]int{}
+	for _, ticket := range w.tickets {
+		got, err := store.New(w.pool).GetTicket(w.ctx, ticket.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Assignee == nil {
+			t.Fatalf("%s was given to nobody", ticket.ID)
+		}
+		given[*got.Assignee]++
+	}
+	if !maps.Equal(given, want) {
+		t.Errorf("tickets given %v, want %v", given, want)
+	}
+	if busy, _ := w.d.assigning.team("billing").busy(); len(busy) != 0 {
+		t.Errorf("%v still held after every step ended", busy)
 	}
 }

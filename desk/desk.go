@@ -213,7 +213,7 @@ func New(pool *pgxpool.Pool, jobs Enqueuer, config Config) *Desk {
 }
 
 // runAlone runs fn in a unit of work of its own: the way past a
-// combiner (steps, deliveries) for the work that must not wait in one.
+// combiner for the work that must not wait in one (a large mail's bytes).
 func (d *Desk) runAlone(ctx context.Context, fn func(tx *store.Tx) error) error {
 	return store.Run(ctx, d.pool, fn)
 }

@@ -151,7 +151,9 @@ type TriageResult struct {
 // transaction (d.steps, a group commit); a save that fails in a group
 // runs again alone, and so do the others, the group rolled back. A
 // group whose commit may have gone through although it failed tells each
-// step the error: the job's retry finds the results saved.
+// step the error: the job's retry finds the results saved. A classify
+// step that assigns takes its team's slot before it joins a group
+// (classifyAndAssignTx).
 //
 // River completes the job when the worker returns, with other jobs'
 // completions in one statement; completing it in this transaction made
@@ -165,19 +167,29 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 			return false, fmt.Errorf("save %s of job %d: %w", r.Task, r.JobID, err)
 		}
 	}
-	assigned := func() {} // gives back the assignment's slot, once the transaction has ended
-	defer func() { assigned() }()
+	var slots *assignSlots
+	if r.Task == TaskClassify && d.config.AutoAssign {
+		// The team's slot is taken before the step joins a group, never
+		// in it: the steps of a group could hold every slot until the
+		// group commits.
+		slots = d.assigning.team(r.Classification.Team)
+		release, err := slots.take(ctx)
+		if err != nil {
+			return false, fmt.Errorf("save %s of job %d: assign %s: %w", r.Task, r.JobID, r.TicketID, err)
+		}
+		defer release()
+	}
+	held := func() {} // lets go of the agent assigned, once the transaction has ended
+	defer func() { held() }()
 	// The result goes first, and everything after it is written only if
 	// it is saved: a result the job has already fails the transaction
 	// (store.ErrStepSaved). So the step's writes wait for one trip, most
 	// often the commit's.
-	run := d.steps.Run
-	if r.Task == TaskClassify && d.config.AutoAssign {
-		// An assignment waits for the team's slot, which another step of
-		// the same group may hold until the group commits.
-		run = d.runAlone
-	}
-	err = run(ctx, func(tx *store.Tx) error {
+	err = d.steps.Run(ctx, func(tx *store.Tx) error {
+		// A group that rolled back runs its steps again, each alone: the
+		// agent this step held in it is held no more.
+		held()
+		held = func() {}
 		tx.Later(func(b *store.Batch) {
 			b.InsertAIRun(&store.InsertAIRunParams{
 				JobID:            r.JobID,
@@ -197,12 +209,12 @@ func (d *Desk) SaveTriageStep(ctx context.Context, r *TriageResult) (free bool, 
 		case TaskClassify:
 			c := r.Classification
 			d.retimeTx(tx, r.TicketID)
-			if !d.config.AutoAssign {
+			if slots == nil {
 				tx.Later(func(b *store.Batch) { b.SetTicketClassification(r.TicketID, c.Team, c.Priority) })
 				break
 			}
 			var err error
-			if _, assigned, err = d.classifyAndAssignTx(ctx, tx, r.TicketID, c.Team, c.Priority); err != nil {
+			if _, held, err = d.classifyAndAssignTx(ctx, tx, slots, r.TicketID, c.Team, c.Priority); err != nil {
 				return err
 			}
 		case TaskDraftReply:
