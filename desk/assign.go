@@ -57,7 +57,7 @@ func (d *Desk) classifyAndAssignTx(ctx context.Context, tx *store.Tx, slots *ass
 	if err != nil {
 		return "", func() {}, err // agents is not known: the bound stays as it was
 	}
-	d.assigning.size(team, agents)
+	slots.resize(agents)
 	if agent == "" {
 		return "", func() {}, nil
 	}
@@ -85,13 +85,6 @@ func (t *assignTeams) team(team string) *assignSlots {
 		t.teams[team] = s
 	}
 	return s
-}
-
-// size sets how many assignments of team may be in flight at once: its
-// active agents, as the store's pick counted them; any number for a team
-// without agents, which holds nobody.
-func (t *assignTeams) size(team string, agents int) {
-	t.team(team).resize(agents)
 }
 
 // assignSlots are a team's assignments in flight in this process: no
@@ -138,9 +131,10 @@ func (s *assignSlots) take(ctx context.Context) (func(), error) {
 	}
 }
 
-// resize makes room for n assignments at once (any number for n < 1),
-// for later takes; slots taken before are given back to the set they came
-// from.
+// resize makes room for n assignments at once, the team's active agents
+// as the store's pick counted them (any number for n < 1: a team without
+// agents holds nobody), for later takes; slots taken before are given
+// back to the set they came from.
 func (s *assignSlots) resize(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -30,7 +30,7 @@ func TestAssignSlots(t *testing.T) {
 		if _, err := takeSoon(s); err == nil {
 			t.Fatal("a second assignment went while the team's size was unknown")
 		}
-		teams.size("billing", 2)
+		teams.team("billing").resize(2)
 		second, err := s.take(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -61,13 +61,13 @@ func TestAssignSlots(t *testing.T) {
 		if _, err := s.take(ctx); err != nil {
 			t.Fatal(err)
 		}
-		teams.size("general", 0)
+		teams.team("general").resize(0)
 		for range 3 {
 			if _, err := takeWithin(s, 10*time.Second); err != nil {
 				t.Fatalf("an assignment to a team without agents waited: %v", err)
 			}
 		}
-		teams.size("general", 1) // an agent joined
+		teams.team("general").resize(1) // an agent joined
 		if _, err := s.take(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestAssignSlots(t *testing.T) {
 	t.Run("AnAssignmentWaitingIsWokenWhenAnotherEnds", func(t *testing.T) {
 		t.Parallel()
 		var teams assignTeams
-		teams.size("billing", 2)
+		teams.team("billing").resize(2)
 		s := teams.team("billing")
 		done, err := s.take(ctx)
 		if err != nil {
@@ -202,9 +202,7 @@ func TestAssigningClassifySteps(t *testing.T) {
 		}
 		// One step a slot waits in the combiner; the others wait for a slot.
 		// (Steps saved on their own, past the combiner, end instead.)
-		for w.d.steps.Waiting()+len(saved) < len(agents) {
-			time.Sleep(time.Millisecond)
-		}
+		w.awaitQueued(saved, len(agents))
 		if n := w.d.steps.Waiting(); n != len(agents) {
 			t.Errorf("%d assigning steps waited in the combiner, want %d: one for each of the team's slots", n, len(agents))
 		}
@@ -235,16 +233,12 @@ func TestAssigningClassifySteps(t *testing.T) {
 		for _, ticket := range w.tickets[1:] {
 			go func() { saved <- classify(w.d, ticket) }()
 		}
-		for w.d.steps.Waiting()+len(saved) < 2 {
-			time.Sleep(time.Millisecond)
-		}
+		w.awaitQueued(saved, 2)
 		// Last in the group, a second delivery of the first ticket's step:
 		// its result is there, so the group rolls back, after the others
 		// held their agents, and each step runs again alone.
 		go func() { saved <- classify(w.d, w.tickets[0]) }()
-		for w.d.steps.Waiting()+len(saved) < 3 {
-			time.Sleep(time.Millisecond)
-		}
+		w.awaitQueued(saved, 3)
 		release()
 		for range w.tickets {
 			if err := <-saved; err != nil {
@@ -287,7 +281,7 @@ func newAssigningDesk(t *testing.T, agents []string, tickets int) *assigningDesk
 		}
 		w.tickets = append(w.tickets, ticket)
 	}
-	w.d.assigning.size("billing", len(agents)) // as the team's first assignment would have learnt
+	w.d.assigning.team("billing").resize(len(agents)) // as the team's first assignment would have learnt
 	w.d.steps = store.NewCombiner(pool, 1, 32)
 	return w
 }
@@ -306,6 +300,15 @@ func (w *assigningDesk) holdSteps(t *testing.T) (release func()) {
 		if err := <-busy; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// awaitQueued waits until n steps wait in the held combiner or have
+// ended (saved): a step that ends instead of waiting, saved past the
+// combiner, ends the wait too, for the test to fail, not hang.
+func (w *assigningDesk) awaitQueued(saved chan error, n int) {
+	for w.d.steps.Waiting()+len(saved) < n {
+		time.Sleep(time.Millisecond)
 	}
 }
 
