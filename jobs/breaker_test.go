@@ -32,7 +32,12 @@ func TestCircuitBreaker(t *testing.T) {
 		// enough for a busy machine) and probes from 100ms to 400ms; the
 		// outage lasts 2s (10 minutes in the story).
 		b.Config.Breaker = jobs.BreakerConfig{Failures: 5, Window: 2 * time.Second, ProbeMin: 100 * time.Millisecond, ProbeMax: 400 * time.Millisecond}
-		b.Config.TriageMaxAttempts = 3
+		// More attempts than the failures that open the breaker: the
+		// first ticket's own failures open it before it can spend them
+		// all, however the machine spaces its retries (with 3, the first
+		// ticket, alone for its first 100ms and retried within 10-50ms,
+		// could spend all three before five failures were counted).
+		b.Config.TriageMaxAttempts = 6
 		if err := b.Sim.SetMode(simulator.ModeOutage); err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +70,7 @@ func TestCircuitBreaker(t *testing.T) {
 		if n := deadLetters(t, b); n != 0 {
 			t.Errorf("%d dead letters", n)
 		}
-		// Without the breaker every ticket would spend its 3 attempts: 60
+		// Without the breaker every ticket would spend its 6 attempts: 120
 		// calls. With it: the failures that open it, the calls that were
 		// under way, and a probe every 100–400ms.
 		if callsDuringOutage > 30 {
