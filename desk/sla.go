@@ -270,7 +270,8 @@ type Retimed struct {
 // RetimeTicket computes a ticket's clocks from its history and policy,
 // keeps them, sends each warning and breach whose time has come (once:
 // sla_alerts holds what went out), and queues the next look. A warning
-// or breach from before the policy was set is shown but not sent.
+// or breach from before the policy was set, or from before the desk had
+// the fetched mail that started its clock, is shown but not sent.
 func (d *Desk) RetimeTicket(ctx context.Context, ticketID string) (out *Retimed, err error) {
 	err = store.Run(ctx, d.pool, func(tx *store.Tx) error {
 		out = &Retimed{}
@@ -287,7 +288,8 @@ func (d *Desk) RetimeTicket(ctx context.Context, ticketID string) (out *Retimed,
 		if err != nil {
 			return err
 		}
-		state, err := sla.Compute(policyOf(h.Policy), cal, historyOf(h))
+		history := historyOf(h)
+		state, err := sla.Compute(policyOf(h.Policy), cal, history)
 		if err != nil {
 			return err
 		}
@@ -325,7 +327,11 @@ func (d *Desk) RetimeTicket(ctx context.Context, ticketID string) (out *Retimed,
 				kind string
 				at   *time.Time
 			}{{"warning", c.WarnAt}, {"breached", c.BreachAt}} {
-				if a.at == nil || a.at.After(h.Now) || a.at.Before(h.Policy.UpdatedAt.Add(-time.Second)) {
+				// What came before the policy, or before the desk had the
+				// mail that started the clock (a backlog fetched from a
+				// mailbox), is shown, not sent: it is news to nobody.
+				if a.at == nil || a.at.After(h.Now) || a.at.Before(h.Policy.UpdatedAt.Add(-time.Second)) ||
+					a.at.Before(filedAt(h, history.Opened, c.Start)) {
 					continue
 				}
 				if a.kind == "warning" && (!c.Running || !c.BreachAt.After(h.Now)) {
@@ -420,10 +426,30 @@ func policyOf(p *store.SLAPolicy) sla.Policy {
 	return sla.Policy{FirstResponse: p.FirstResponse, NextResponse: p.NextResponse, Resolution: p.Resolution, WarnBefore: p.WarnBefore}
 }
 
+// historyOf is the ticket's history as its clocks count it. A ticket
+// opened by a fetched mail opened when the mail reached its mailbox.
 func historyOf(h *store.SLAHistory) sla.History {
 	out := sla.History{Opened: h.Ticket.CreatedAt, Customer: h.Customer, Replies: h.Replies}
+	if h.Arrived != nil && h.Arrived.Before(out.Opened) {
+		out.Opened = *h.Arrived
+	}
 	for _, s := range h.Statuses {
 		out.Statuses = append(out.Statuses, sla.StatusChange{At: s.At, To: sla.Status(s.To)})
 	}
 	return out
+}
+
+// filedAt is when the desk had what started a clock that started at
+// start: the ticket, or the customer's message, as filed. A mail fetched
+// late started its clocks when it reached its mailbox, before that.
+func filedAt(h *store.SLAHistory, opened, start time.Time) time.Time {
+	if start.Equal(opened) {
+		return h.Ticket.CreatedAt
+	}
+	for i, at := range h.Customer {
+		if at.Equal(start) {
+			return h.Filed[i]
+		}
+	}
+	return start
 }

@@ -38,7 +38,18 @@ func slaWorld(t *testing.T) *world {
 // priority 2, assigned to alice.
 func (w *world) openTimed(t *testing.T) *store.Ticket {
 	t.Helper()
-	ticket := w.open(t, "Charged twice", "I was charged twice for order 4711.")
+	return w.openFetched(t, time.Time{})
+}
+
+// openFetched is openTimed of a mail fetched from a mailbox that it
+// reached at arrived (zero: a mail filed as it arrives).
+func (w *world) openFetched(t *testing.T, arrived time.Time) *store.Ticket {
+	t.Helper()
+	ticket, _, err := w.desk.OpenTicket(w.ctx, &desk.OpenTicketParams{CustomerID: ada.ID, Subject: "Charged twice",
+		Body: "I was charged twice for order 4711.", Arrived: arrived})
+	if err != nil {
+		t.Fatal(err)
+	}
 	w.triage(t, ticket.ID, "billing")
 	alice := "alice"
 	if _, err := w.desk.ChangeTicket(w.ctx, admin, ticket.ID, &desk.Change{Assignee: &alice}); err != nil {
@@ -53,13 +64,21 @@ func (w *world) age(t *testing.T, ticketID string, d time.Duration) {
 	t.Helper()
 	for _, q := range []string{
 		`UPDATE tickets SET created_at = created_at - $2::interval WHERE id = $1`,
-		`UPDATE messages SET created_at = created_at - $2::interval WHERE ticket_id = $1`,
+		`UPDATE messages SET created_at = created_at - $2::interval, arrived_at = arrived_at - $2::interval WHERE ticket_id = $1`,
 		`UPDATE ticket_events SET created_at = created_at - $2::interval WHERE ticket_id = $1`,
 		`UPDATE sla_policies SET updated_at = updated_at - $2::interval WHERE $1 <> ''`,
 	} {
 		if _, err := w.pool.Exec(w.ctx, q, ticketID, d.String()); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// agePolicies moves the SLA policies' setting back by d.
+func (w *world) agePolicies(t *testing.T, d time.Duration) {
+	t.Helper()
+	if _, err := w.pool.Exec(w.ctx, `UPDATE sla_policies SET updated_at = updated_at - $1::interval`, d.String()); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -240,6 +259,75 @@ func TestSLAClocks(t *testing.T) {
 		w.retime(t, ticket.ID)
 		if s, _ := w.desk.TicketSLA(w.ctx, ticket.ID); !s.FirstResponseDue.Equal(ticket.CreatedAt.Add(15*time.Minute)) || s.ResolutionDue != nil {
 			t.Errorf("under the team's policy: %+v, want first response at +15m and no resolution target", s)
+		}
+	})
+
+	t.Run("AMailFetchedLateCountsFromWhenItReachedItsMailbox", func(t *testing.T) {
+		t.Parallel()
+		w := slaWorld(t)
+		w.agePolicies(t, time.Hour)
+		// Fetched 55 minutes after it reached the mailbox: its warning
+		// (+48m) came before the desk had it, its breach (+1h) comes after.
+		arrived := time.Now().Add(-55 * time.Minute).Truncate(time.Microsecond)
+		ticket := w.openFetched(t, arrived)
+		out := w.retime(t, ticket.ID)
+		s, _ := w.desk.TicketSLA(w.ctx, ticket.ID)
+		if s == nil || !s.FirstResponseDue.Equal(arrived.Add(time.Hour)) || !s.ResolutionDue.Equal(arrived.Add(8*time.Hour)) {
+			t.Fatalf("sla %+v, want first response at arrival +1h and resolution at arrival +8h (arrived %s, filed %s)",
+				s, arrived, ticket.CreatedAt)
+		}
+		if len(out.Warnings)+len(out.Breaches) != 0 {
+			t.Errorf("sent %+v: the warning was due before the desk had the mail", out)
+		}
+		w.age(t, ticket.ID, 10*time.Minute)
+		if out := w.retime(t, ticket.ID); len(out.Breaches) != 1 || out.Breaches[0].Target != "first_response" {
+			t.Fatalf("at arrival +65m: %+v, want the first response's breach, due after the mail was filed", out)
+		}
+		if mail := w.slaMail(t); len(mail) != 2 || strings.Contains(strings.Join(mail, "\n"), "warning") {
+			t.Errorf("SLA mail %q, want the breach to alice and dora, no warning", mail)
+		}
+	})
+
+	t.Run("ABacklogFetchedPastItsTargetsShowsItsBreachesAndMailsNobody", func(t *testing.T) {
+		t.Parallel()
+		w := slaWorld(t)
+		w.agePolicies(t, 30*24*time.Hour)
+		ticket := w.openFetched(t, time.Now().Add(-72*time.Hour))
+		if _, _, err := w.reply(t, &desk.ReplyParams{TicketID: ticket.ID, Author: vocab.Agent("alice"), Body: "Sorry for the wait."}); err != nil {
+			t.Fatal(err)
+		}
+		w.age(t, ticket.ID, 5*time.Hour) // the answer went five hours ago
+		// The customer's answer, fetched three hours after it came: its
+		// next response (2h) was due an hour before the desk had it.
+		if _, err := w.desk.AddCustomerMessage(w.ctx, &desk.CustomerMessageParams{TicketID: ticket.ID, Author: vocab.Customer(ada.ID),
+			Body: "Still charged twice.", Arrived: time.Now().Add(-3 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		out := w.retime(t, ticket.ID)
+		w.retime(t, ticket.ID)
+		if len(out.Warnings)+len(out.Breaches) != 0 {
+			t.Errorf("sent %+v for a backlog", out)
+		}
+		s, _ := w.desk.TicketSLA(w.ctx, ticket.ID)
+		var breached []string
+		var breaches []desk.SLABreach
+		if err := json.Unmarshal(s.Breaches, &breaches); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range breaches {
+			breached = append(breached, string(b.Target))
+		}
+		slices.Sort(breached)
+		if !s.Breached || strings.Join(breached, ",") != "first_response,next_response,resolution" {
+			t.Errorf("breaches %s, want the first response, the next response and the resolution shown", s.Breaches)
+		}
+		if mail := w.slaMail(t); len(mail) != 0 {
+			t.Errorf("SLA mail %q for a backlog", mail)
+		}
+		for _, e := range w.events(t, ticket.ID) {
+			if strings.Contains(e, "sla.") {
+				t.Errorf("event %s for a backlog", e)
+			}
 		}
 	})
 

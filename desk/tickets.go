@@ -60,7 +60,7 @@ type OpenTicketParams struct {
 	SupportAddress *store.SupportAddress
 	// Arrived is when a fetched mail reached its mailbox, zero when it
 	// arrives now: of one that waited there past a day, nobody is mailed
-	// (late).
+	// (late). The SLA clocks count from it.
 	Arrived time.Time
 }
 
@@ -153,7 +153,7 @@ func (d *Desk) OpenTicketTx(ctx context.Context, tx *store.Tx, p *OpenTicketPara
 	rows.InsertMessage(&store.InsertMessageParams{
 		ID: messageID, TicketID: ticketID, Direction: direction, Author: author, Body: p.Body, EmailMessageID: &root,
 		Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmailGzip: p.RawEmailGzip,
-		Sender: p.Sender, AuthVerdict: p.Verdict, AuthDetail: p.VerdictDetail, HeldReason: p.Held, Subject: p.Subject,
+		Sender: p.Sender, AuthVerdict: p.Verdict, AuthDetail: p.VerdictDetail, HeldReason: p.Held, Subject: p.Subject, Arrived: p.Arrived,
 	}, firstInto)
 	// The events are made of what the rows will hold: the numbers taken,
 	// the transaction's time, the fields given.
@@ -264,7 +264,7 @@ func (d *Desk) AddCustomerMessageTx(ctx context.Context, tx *store.Tx, p *Custom
 	msg, err := st.InsertMessage(ctx, &store.InsertMessageParams{
 		TicketID: p.TicketID, Direction: vocab.DirectionInbound, Author: p.Author, Body: p.Body,
 		EmailMessageID: &id, Attachments: d.keepable(p.Attachments), AutoSubmitted: p.Automatic, RawEmailGzip: p.RawEmailGzip,
-		Sender: p.Sender, AuthVerdict: p.Verdict, AuthDetail: p.VerdictDetail,
+		Sender: p.Sender, AuthVerdict: p.Verdict, AuthDetail: p.VerdictDetail, Arrived: p.Arrived,
 	})
 	if err != nil {
 		return nil, err

@@ -238,6 +238,12 @@ func TestFetchingAMailbox(t *testing.T) {
 		if m.LastUID != 4 || m.Imported != 2 {
 			t.Errorf("checkpoint at UID %d with %d imported, want past all 4 with 2 imported", m.LastUID, m.Imported)
 		}
+		// Its SLA clocks count from when it reached the mailbox (its
+		// INTERNALDATE, to the second), not from when it was fetched.
+		if n := w.count(t, `SELECT count(*) FROM messages WHERE arrived_at BETWEEN $1::timestamptz - interval '1 second' AND $1`,
+			now.Add(-25*time.Minute)); n != 1 {
+			t.Errorf("%d messages kept as arrived 25 minutes ago, want 1", n)
+		}
 	})
 
 	t.Run("AURLThatGetsTheTLSOfAPortWrongSaysWhichSchemeToWrite", func(t *testing.T) {

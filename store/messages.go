@@ -54,6 +54,10 @@ type InsertMessageParams struct {
 	AuthDetail   string
 	HeldReason   string
 	Subject      string
+	// Arrived is when a fetched mail reached the mailbox it was fetched
+	// from (its INTERNALDATE); zero for mail filed as it arrives. The
+	// customer has waited since then, so the SLA clocks count from it.
+	Arrived time.Time
 }
 
 const messageColumns = `id, ticket_id, direction, author, body, email_message_id, created_at, sender, auth_verdict, auth_detail, held_reason, subject`
@@ -133,11 +137,14 @@ func (b *Batch) NextMessageID(id *int64) {
 // over the system's value, and COALESCE takes a new one only without it.
 // The unread form returns nothing, as InsertTicket's.
 const (
+	// A time of arrival is kept only when it is before the insert's: one
+	// from a server whose clock runs ahead counts as arriving now.
 	insertMessageUnreadSQL = `INSERT INTO messages (id, ticket_id, direction, author, body, email_message_id, auto_submitted, raw_email,
-		sender, auth_verdict, auth_detail, held_reason, subject)
+		sender, auth_verdict, auth_detail, held_reason, subject, arrived_at)
 	OVERRIDING SYSTEM VALUE
 	VALUES (COALESCE($1, ` + nextMessageID + `), $2, $3, $4, $5, $6, $7, $8,
-		NULLIF($9, ''), NULLIF($10, ''), NULLIF($11, ''), NULLIF($12, ''), NULLIF($13, ''))`
+		NULLIF($9, ''), NULLIF($10, ''), NULLIF($11, ''), NULLIF($12, ''), NULLIF($13, ''),
+		CASE WHEN $14::timestamptz < now() THEN $14::timestamptz END)`
 	insertMessageSQL = insertMessageUnreadSQL + ` RETURNING ` + messageColumns
 )
 
@@ -160,8 +167,12 @@ func insertMessageArgs(p *InsertMessageParams) ([]any, error) {
 	if p.ID != 0 {
 		id = &p.ID
 	}
+	var arrived *time.Time
+	if !p.Arrived.IsZero() {
+		arrived = &p.Arrived
+	}
 	return []any{id, p.TicketID, p.Direction, p.Author, p.Body, p.EmailMessageID, p.AutoSubmitted, raw,
-		p.Sender, string(p.AuthVerdict), p.AuthDetail, p.HeldReason, p.Subject}, nil
+		p.Sender, string(p.AuthVerdict), p.AuthDetail, p.HeldReason, p.Subject, arrived}, nil
 }
 
 // RawEmail returns the email a message arrived as, byte for byte; nil if
