@@ -134,6 +134,9 @@ type messageView struct {
 	Sender         *string             `json:"sender,omitempty"`
 	Authentication *authenticationView `json:"authentication,omitempty"`
 	HeldReason     *string             `json:"held_reason,omitempty"`
+	// Of mail fetched from a mailbox: when it reached the mailbox, where
+	// that was before it was filed.
+	ArrivedAt *time.Time `json:"arrived_at,omitempty"`
 }
 
 type authenticationView struct {
@@ -168,7 +171,8 @@ func viewMessage(m *store.Message, attachments map[int64][]*store.Attachment) me
 		list = []*store.Attachment{}
 	}
 	v := messageView{ID: m.ID, Direction: m.Direction, Author: m.Author, Body: m.Body,
-		EmailMessageID: m.EmailMessageID, CreatedAt: m.CreatedAt, Attachments: list, Sender: m.Sender, HeldReason: m.HeldReason}
+		EmailMessageID: m.EmailMessageID, CreatedAt: m.CreatedAt, Attachments: list, Sender: m.Sender, HeldReason: m.HeldReason,
+		ArrivedAt: m.ArrivedAt}
 	if m.AuthVerdict != nil {
 		v.Authentication = &authenticationView{Verdict: *m.AuthVerdict, Detail: deref(m.AuthDetail)}
 	}

@@ -348,3 +348,28 @@ func TestABigQueueIsCountedUpToTheCap(t *testing.T) {
 		t.Errorf("the last page does not say %q, without a next page", last)
 	}
 }
+
+// A mail fetched from a mailbox days after it reached it says so beside
+// its time: its SLA clocks count from then.
+func TestAFetchedMailShowsWhenItReachedTheMailbox(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	c := w.client(t)
+	c.signIn(w.keys["alice"])
+	customer, err := w.Store.GetTicket(w.Ctx, w.ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived := time.Date(2026, 11, 30, 9, 41, 0, 0, time.UTC)
+	fetched, _, err := w.Desk(w.queue).OpenTicket(w.Ctx, &desk.OpenTicketParams{CustomerID: customer.CustomerID, Subject: "Old mail",
+		Body: "Sent a week ago.", Arrived: arrived})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, page := c.get("/ui/tickets/" + fetched.ID); !strings.Contains(page, "reached the mailbox <time>2026-11-30 09:41 UTC</time>") {
+		t.Errorf("the fetched mail's page does not say when it reached the mailbox")
+	}
+	if _, page := c.get("/ui/tickets/" + w.ticket); strings.Contains(page, "reached the mailbox") {
+		t.Errorf("a mail filed as it came says when it reached a mailbox")
+	}
+}

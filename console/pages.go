@@ -181,6 +181,16 @@ type messageItem struct {
 	New         bool // came after the page the agent answered from
 }
 
+// Reached is when a mail fetched from a mailbox reached it, where that was
+// a minute or more before it was filed (a backlog, a mailbox that was
+// down): its SLA clocks count from then. Nil otherwise.
+func (m messageItem) Reached() *time.Time {
+	if m.ArrivedAt == nil || m.CreatedAt.Sub(*m.ArrivedAt) < time.Minute {
+		return nil
+	}
+	return m.ArrivedAt
+}
+
 type ticketData struct {
 	Ticket     *store.Ticket
 	Customer   *store.Customer

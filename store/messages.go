@@ -32,6 +32,9 @@ type Message struct {
 	AuthDetail  *string
 	HeldReason  *string
 	Subject     *string
+	// ArrivedAt is when a fetched mail reached its mailbox, where that was
+	// before it was filed (CreatedAt); nil for any other message.
+	ArrivedAt *time.Time
 }
 
 // InsertMessageParams are the fields of a new message.
@@ -60,12 +63,12 @@ type InsertMessageParams struct {
 	Arrived time.Time
 }
 
-const messageColumns = `id, ticket_id, direction, author, body, email_message_id, created_at, sender, auth_verdict, auth_detail, held_reason, subject`
+const messageColumns = `id, ticket_id, direction, author, body, email_message_id, created_at, sender, auth_verdict, auth_detail, held_reason, subject, arrived_at`
 
 func scanMessage(row pgx.Row) (*Message, error) {
 	var m Message
 	if err := row.Scan(&m.ID, &m.TicketID, &m.Direction, &m.Author, &m.Body, &m.EmailMessageID, &m.CreatedAt,
-		&m.Sender, &m.AuthVerdict, &m.AuthDetail, &m.HeldReason, &m.Subject); err != nil {
+		&m.Sender, &m.AuthVerdict, &m.AuthDetail, &m.HeldReason, &m.Subject, &m.ArrivedAt); err != nil {
 		return nil, interpretError(err)
 	}
 	return &m, nil

@@ -111,7 +111,7 @@ func (b *Batch) TriagedRead(ticketID string, into *Triaged) {
 			)
 			dest := append(ticketFields(&r.Ticket), &r.Customer.ID, &r.Customer.Email, &r.Customer.Name, &r.Customer.CreatedAt,
 				&mID, &mTicket, &mDirection, &mAuthor, &mBody, &m.EmailMessageID, &mCreated,
-				&m.Sender, &m.AuthVerdict, &m.AuthDetail, &m.HeldReason, &m.Subject,
+				&m.Sender, &m.AuthVerdict, &m.AuthDetail, &m.HeldReason, &m.Subject, &m.ArrivedAt,
 				&r.Thread, &r.Now,
 				&aName, &aDisplay, &aEmail, &aSign, &aAdmin, &a.DisabledAt, &aCreated, &a.Teams, &aMessage, &aJob)
 			if err := rows.Scan(dest...); err != nil {
