@@ -161,8 +161,8 @@ type SLAHistory struct {
 	// fetched mail reached its mailbox, else when it was filed; Filed is
 	// when each was filed, in the same order.
 	Customer, Filed []time.Time
-	// Arrived is when the first of the customer's fetched mails reached
-	// its mailbox, if before the ticket was opened.
+	// Arrived is when the earliest of the customer's fetched mails
+	// reached its mailbox; nil when none was fetched.
 	Arrived  *time.Time
 	Replies  []time.Time
 	Statuses []StatusAt
