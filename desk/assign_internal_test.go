@@ -222,6 +222,64 @@ func TestAssigningClassifySteps(t *testing.T) {
 		w.requireGiven(t, map[string]int{"ana": 2, "ben": 2, "cyd": 2})
 	})
 
+	// A group holds its agents' rows until it commits; a step of another
+	// group passes them by and is given the agent nobody holds.
+	t.Run("InTwoGroupsDoNotWaitForEachOther", func(t *testing.T) {
+		t.Parallel()
+		w := newAssigningDesk(t, agents, len(agents))
+		w.d.steps = store.NewCombiner(w.pool, 2, 32)
+		releaseFirst, releaseSecond := w.holdSteps(t), w.holdSteps(t)
+		saved := make(chan error, len(w.tickets))
+		for _, ticket := range w.tickets[:2] {
+			go func() { saved <- classify(w.d, ticket) }()
+		}
+		w.awaitQueued(saved, 2)
+		// The first group: two steps, then a unit that sends what they
+		// wrote and keeps the group open, their agents' rows locked.
+		open, closeGroup, grouped := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() {
+			grouped <- w.d.steps.Run(w.ctx, func(tx *store.Tx) error {
+				err := tx.Flush(w.ctx)
+				close(open)
+				<-closeGroup
+				return err
+			})
+		}()
+		w.awaitQueued(saved, 3)
+		releaseFirst()
+		<-open
+		// The second group: the third step, given the agent nobody holds
+		// while the first group is still open.
+		releaseSecond()
+		third := make(chan error, 1)
+		go func() { third <- classify(w.d, w.tickets[2]) }()
+		waited := false
+		select {
+		case err := <-third:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(20 * time.Second): // far past the milliseconds it takes
+			t.Error("the second group's step waited for the first group to commit")
+			waited = true
+		}
+		close(closeGroup)
+		if err := <-grouped; err != nil {
+			t.Fatal(err)
+		}
+		if waited { // it ends once the first group commits
+			if err := <-third; err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range w.tickets[:2] {
+			if err := <-saved; err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.requireGiven(t, map[string]int{"ana": 1, "ben": 1, "cyd": 1})
+	})
+
 	t.Run("RunAgainAloneAfterTheirGroupRolledBackHoldNobody", func(t *testing.T) {
 		t.Parallel()
 		w := newAssigningDesk(t, agents, len(agents))
