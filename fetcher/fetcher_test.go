@@ -279,7 +279,7 @@ func TestFetchingAMailbox(t *testing.T) {
 			m, _ := w.desk.Mailbox(w.Ctx, "support")
 			return m != nil && m.Connected && s.Count("Processed") == 0
 		})
-		time.Sleep(200 * time.Millisecond) // in IDLE by now
+		eventually(t, 30*time.Second, "the session in IDLE", func() bool { return s.Idling() > 0 })
 		put(t, s, "INBOX", customerMail(1, "late@example.net"))
 		start := time.Now()
 		eventually(t, 10*time.Second, "the ticket", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })

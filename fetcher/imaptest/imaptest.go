@@ -66,6 +66,7 @@ type Server struct {
 	bye      []string // what the next sessions that idle say in a BYE before they close
 	conns    []net.Conn
 	logins   atomic.Int64
+	idling   atomic.Int64
 }
 
 // Start runs a server with INBOX, until the test ends.
@@ -283,6 +284,11 @@ func (s *Server) take(count *int) bool {
 // Logins counts the sessions that signed in.
 func (s *Server) Logins() int64 { return s.logins.Load() }
 
+// Idling is how many sessions are in IDLE now: what a test waits on
+// before it appends a message that only IDLE may bring, instead of a
+// clock.
+func (s *Server) Idling() int64 { return s.idling.Load() }
+
 type session struct {
 	imapserver.Session
 	move   imapserver.SessionMove
@@ -342,6 +348,8 @@ func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
 		<-s.server.closed
 		return errors.New("stalled")
 	}
+	s.server.idling.Add(1)
+	defer s.server.idling.Add(-1)
 	return s.Session.Idle(w, stop)
 }
 
