@@ -427,11 +427,18 @@ func policyOf(p *store.SLAPolicy) sla.Policy {
 }
 
 // historyOf is the ticket's history as its clocks count it. A ticket
-// opened by a fetched mail opened when the mail reached its mailbox.
+// opened by a fetched mail opened when the mail reached its mailbox: the
+// earliest fetched mail (one that came before it was filed), if it came
+// before the ticket was.
 func historyOf(h *store.SLAHistory) sla.History {
 	out := sla.History{Opened: h.Ticket.CreatedAt, Customer: h.Customer, Replies: h.Replies}
-	if h.Arrived != nil && h.Arrived.Before(out.Opened) {
-		out.Opened = *h.Arrived
+	for i, at := range h.Customer {
+		if at.Before(h.Filed[i]) {
+			if at.Before(out.Opened) {
+				out.Opened = at
+			}
+			break
+		}
 	}
 	for _, s := range h.Statuses {
 		out.Statuses = append(out.Statuses, sla.StatusChange{At: s.At, To: sla.Status(s.To)})

@@ -159,14 +159,12 @@ type SLAHistory struct {
 	Calendar *Calendar  // nil: the built-in 24x7
 	// Customer is when each of the customer's messages came: when a
 	// fetched mail reached its mailbox, else when it was filed; Filed is
-	// when each was filed, in the same order.
+	// when each was filed, in the same order (later than Customer only
+	// for a fetched mail).
 	Customer, Filed []time.Time
-	// Arrived is when the earliest of the customer's fetched mails
-	// reached its mailbox; nil when none was fetched.
-	Arrived  *time.Time
-	Replies  []time.Time
-	Statuses []StatusAt
-	Now      time.Time // the database's
+	Replies         []time.Time
+	Statuses        []StatusAt
+	Now             time.Time // the database's
 }
 
 // StatusAt is a ticket moved to a status.
@@ -208,20 +206,16 @@ func (s *Store) LockSLAHistory(ctx context.Context, ticketID string) (*SLAHistor
 	// The customer's messages wait for us; agents' replies answer them.
 	// Automatic mail and the service's own messages count for neither.
 	// A fetched mail counts from when it reached its mailbox (arrived_at).
-	b.b.Queue(`SELECT coalesce(arrived_at, created_at) AS at, created_at, arrived_at IS NOT NULL, direction = 'inbound' FROM messages
+	b.b.Queue(`SELECT coalesce(arrived_at, created_at) AS at, created_at, direction = 'inbound' FROM messages
 		WHERE ticket_id = $1 AND ((direction = 'inbound' AND NOT auto_submitted) OR (direction = 'outbound' AND author LIKE 'agent:%'))
 		ORDER BY at, id`, ticketID).Query(func(rows pgx.Rows) error {
 		var (
-			at, filed        time.Time
-			fetched, inbound bool
+			at, filed time.Time
+			inbound   bool
 		)
-		_, err := pgx.ForEachRow(rows, []any{&at, &filed, &fetched, &inbound}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&at, &filed, &inbound}, func() error {
 			if inbound {
 				h.Customer, h.Filed = append(h.Customer, at), append(h.Filed, filed)
-				if fetched && h.Arrived == nil {
-					arrived := at
-					h.Arrived = &arrived
-				}
 			} else {
 				h.Replies = append(h.Replies, at)
 			}
