@@ -3,7 +3,6 @@ package api_test
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/helpdesk-dev/helpdesk/desk"
 )
@@ -98,31 +97,4 @@ func TestHeldMail(t *testing.T) {
 		status, _, resp = b.do(t, b.agent, "POST", "/v1/tickets/"+ticketID+"/held/x/split", nil, "")
 		requireError(t, status, resp, 404, "not_found")
 	})
-}
-
-// A mail fetched from a mailbox a while after it reached it shows when it
-// did (its SLA clocks count from then); a mail filed as it came shows
-// nothing of the kind.
-func TestAFetchedMailShowsWhenItReachedItsMailbox(t *testing.T) {
-	t.Parallel()
-	b := setupTeam(t, false)
-	arrived := time.Now().Add(-72 * time.Hour).Truncate(time.Second)
-	fetched, _, err := b.Desk(b.queue).OpenTicket(b.Ctx, &desk.OpenTicketParams{CustomerID: "C-0001", Subject: "Refund",
-		Body: "Please refund.", Arrived: arrived})
-	if err != nil {
-		t.Fatal(err)
-	}
-	live, _ := b.open(t, "Parcel", "Where is it?")
-	for _, c := range []struct {
-		ticketID string
-		want     any
-	}{{fetched.ID, arrived.UTC().Format(time.RFC3339)}, {live, nil}} {
-		status, _, resp := b.do(t, b.customer, "GET", "/v1/tickets/"+c.ticketID, nil, "")
-		if status != 200 {
-			t.Fatalf("GET %s: %d %v", c.ticketID, status, resp)
-		}
-		if got := resp["messages"].([]any)[0].(map[string]any)["arrived_at"]; got != c.want {
-			t.Errorf("%s: arrived_at %v, want %v", c.ticketID, got, c.want)
-		}
-	}
 }

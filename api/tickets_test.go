@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/helpdesk-dev/helpdesk/desk"
 	"github.com/helpdesk-dev/helpdesk/jobs"
 	"github.com/helpdesk-dev/helpdesk/jobs/jobstest"
 	"github.com/helpdesk-dev/helpdesk/store"
@@ -311,5 +312,37 @@ func TestIdempotencyKeysExpireAfterTheRetention(t *testing.T) {
 	}
 	if n, err := b.Store.PruneIdempotencyKeys(b.Ctx, time.Hour); err != nil || n != 1 {
 		t.Errorf("pruning deleted %d (%v), want the 1 expired key", n, err)
+	}
+}
+
+// A mail fetched from a mailbox a while after it reached it shows when it
+// did (its SLA clocks count from then); a mail filed as it came, or one
+// whose server's clock runs ahead of ours, shows nothing of the kind.
+func TestAFetchedMailShowsWhenItReachedItsMailbox(t *testing.T) {
+	t.Parallel()
+	b := setupTeam(t, false)
+	arrived := time.Now().Add(-72 * time.Hour).Truncate(time.Second)
+	fetched, _, err := b.Desk(b.queue).OpenTicket(b.Ctx, &desk.OpenTicketParams{CustomerID: "C-0001", Subject: "Refund",
+		Body: "Please refund.", Arrived: arrived})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead, _, err := b.Desk(b.queue).OpenTicket(b.Ctx, &desk.OpenTicketParams{CustomerID: "C-0001", Subject: "Invoice",
+		Body: "Wrong address.", Arrived: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, _ := b.open(t, "Parcel", "Where is it?")
+	for _, c := range []struct {
+		ticketID string
+		want     any
+	}{{fetched.ID, arrived.UTC().Format(time.RFC3339)}, {ahead.ID, nil}, {live, nil}} {
+		status, _, resp := b.do(t, b.customer, "GET", "/v1/tickets/"+c.ticketID, nil, "")
+		if status != 200 {
+			t.Fatalf("GET %s: %d %v", c.ticketID, status, resp)
+		}
+		if got := resp["messages"].([]any)[0].(map[string]any)["arrived_at"]; got != c.want {
+			t.Errorf("%s: arrived_at %v, want %v", c.ticketID, got, c.want)
+		}
 	}
 }
