@@ -28,6 +28,9 @@ import (
 	"github.com/helpdesk-dev/helpdesk/vocab"
 )
 
+// TestMain reuses the tests' schemas, emptied, and drops them at the end.
+func TestMain(m *testing.M) { storetest.Main(m) }
+
 func envOf(vars map[string]string) func(string) string {
 	return func(k string) string { return vars[k] }
 }

@@ -33,17 +33,39 @@ func URL() string {
 	return DefaultURL
 }
 
-// NewPool creates a schema of its own for the test, migrates it (River's
-// tables and ours) and returns a pool whose connections use it. The schema is
-// dropped when the test ends. A database that cannot be reached fails the
-// test: these tests are about real PostgreSQL and never skip.
+// NewPool gives the test a migrated schema of its own (River's tables and
+// ours) and returns a pool whose connections use it. The schema is dropped
+// when the test ends, or, under Main, emptied for another test when only
+// its rows changed. A database that cannot be reached fails the test:
+// these tests are about real PostgreSQL and never skip.
 func NewPool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool := openPool(ctx, tb, NewURL(tb))
-	if _, err := store.MigrateUp(ctx, pool); err != nil {
-		tb.Fatalf("migrate test schema: %v", err)
+	schema := takeSchema()
+	reused := schema != ""
+	if !reused {
+		schema = createSchema(ctx, tb)
+	}
+	// Registered before the pool's Close, so it runs after it: no
+	// connection of the test's is left on the schema.
+	tb.Cleanup(func() {
+		kept, err := release(schema)
+		if err != nil {
+			tb.Errorf("end schema %s: %v", schema, err)
+		}
+		if !kept {
+			dropOnItsOwn(tb, schema)
+		}
+	})
+	pool := openPool(ctx, tb, schemaURL(tb, schema))
+	if !reused {
+		if _, err := store.MigrateUp(ctx, pool); err != nil {
+			tb.Fatalf("migrate test schema: %v", err)
+		}
+		if _, err := keepSchema(ctx, schema); err != nil {
+			tb.Fatalf("keep test schema: %v", err)
+		}
 	}
 	return pool
 }
@@ -81,7 +103,14 @@ func NewURL(tb testing.TB) string {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	schema := createSchema(ctx, tb)
+	tb.Cleanup(func() { dropOnItsOwn(tb, schema) })
+	return schemaURL(tb, schema)
+}
 
+// createSchema creates an empty schema with a name of its own.
+func createSchema(ctx context.Context, tb testing.TB) string {
+	tb.Helper()
 	dbURL := URL()
 	admin, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -89,26 +118,32 @@ func NewURL(tb testing.TB) string {
 			"Set DATABASE_URL, or run the README's test command (make test), which finds or starts one.", dbURL, err)
 	}
 	defer admin.Close(ctx)
-
 	schema := "test_" + randomHex(8)
 	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
 		tb.Fatalf("create schema %s: %v", schema, err)
 	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dbURL)
-		if err != nil {
-			tb.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-			tb.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	return schema
+}
 
-	u, err := url.Parse(dbURL)
+// dropOnItsOwn drops the schema over a connection of its own.
+func dropOnItsOwn(tb testing.TB, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, URL())
+	if err != nil {
+		tb.Errorf("drop schema %s: %v", schema, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+		tb.Errorf("drop schema %s: %v", schema, err)
+	}
+}
+
+// schemaURL is the database URL whose connections use the schema.
+func schemaURL(tb testing.TB, schema string) string {
+	tb.Helper()
+	u, err := url.Parse(URL())
 	if err != nil {
 		tb.Fatalf("parse DATABASE_URL: %v", err)
 	}
