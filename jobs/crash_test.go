@@ -25,7 +25,12 @@ func rescueAndFinish(t *testing.T, b *jobstest.Bundle, job *river.Job[jobs.Triag
 	const rescueAfter = 6 * time.Second
 	b.Config.RescueStuckJobsAfter = rescueAfter
 	b.Config.TriageTimeout, b.Config.EmailTimeout = 5*time.Second, 5*time.Second
-	time.Sleep(time.Until(job.AttemptedAt.Add(rescueAfter + 100*time.Millisecond)))
+	// The crashed attempt is made older than that, not waited for: the
+	// rescuer reads the time from the job's attempted_at.
+	if _, err := b.Pool.Exec(b.Ctx, `UPDATE river_job SET attempted_at = $2 WHERE id = $1`,
+		job.ID, job.AttemptedAt.Add(-rescueAfter-100*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
 	q := b.StartQueue(t) // its rescuer runs at start; its scheduler re-queues the job within 5s
 	return jobstest.WaitFor(t, q, job.ID, jobs.StateSucceeded, 30*time.Second)
 }
