@@ -1030,13 +1030,18 @@ func (c *conn) wait(ctx context.Context, newMail <-chan struct{}, poll time.Dura
 }
 
 // deadlineConn gives every read and write a deadline (go-imap sets
-// none): Timeout for commands, longer while IDLE waits.
+// none): Timeout for commands, longer while IDLE waits. A read past its
+// deadline ends the connection's reading for good: go-imap's decoder reads
+// again after an error (one try for each token it would accept), and each
+// fresh deadline made a silent server's session end only after four
+// timeouts, not one.
 type deadlineConn struct {
 	net.Conn
-	timeout time.Duration
-	mu      sync.Mutex
-	idling  bool
-	tail    []byte // the last bytes read, for bye
+	timeout  time.Duration
+	mu       sync.Mutex
+	idling   bool
+	tail     []byte // the last bytes read, for bye
+	timedOut error  // the read that ran past its deadline
 }
 
 // tailBytes is how much of what was read the last line is looked for in.
@@ -1088,9 +1093,18 @@ func (c *deadlineConn) deadline() time.Time {
 }
 
 func (c *deadlineConn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	timedOut := c.timedOut
+	c.mu.Unlock()
+	if timedOut != nil {
+		return 0, timedOut
+	}
 	_ = c.Conn.SetReadDeadline(c.deadline())
 	n, err := c.Conn.Read(b)
 	c.mu.Lock()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.timedOut = err
+	}
 	c.tail = append(c.tail, b[max(0, n-tailBytes):n]...)
 	if over := len(c.tail) - tailBytes; over > 0 {
 		c.tail = c.tail[:copy(c.tail, c.tail[over:])]

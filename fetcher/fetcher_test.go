@@ -381,9 +381,15 @@ func TestFetchingAMailbox(t *testing.T) {
 		w.mailbox(t, "support", s, "pw", "support@example.org")
 		w.connected(t, "support")
 		put(t, s, "INBOX", customerMail(1, "after-the-silence@example.net"))
+		sent := time.Now()
 		eventually(t, 30*time.Second, "the ticket, not half an hour later", func() bool { return w.count(t, `SELECT count(*) FROM tickets`) == 1 })
 		if s.Logins() < 2 {
 			t.Errorf("%d sign-ins, want a second session", s.Logins())
+		}
+		// One timeout of 5s, and the next session files it: three would
+		// be go-imap reading on after the first had run out.
+		if took := time.Since(sent); took > 14*time.Second {
+			t.Errorf("the ticket came %s after the mail, want about one command's timeout (5s)", took.Round(time.Second))
 		}
 	})
 
