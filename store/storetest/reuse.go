@@ -26,15 +26,15 @@ import (
 // it:
 //   - its catalog is as the migration left it (no object made, altered or
 //     dropped, no table analyzed or vacuumed), told by catalogPrint;
-//   - its tables held no more than reuseRows rows between them, so the dead
-//     rows its next test's scans step over stay few (nothing vacuums them
-//     where autovacuum is off);
+//   - its tests, this one and those before it, left no more than
+//     reuseRows rows between them, so the dead rows its next test's scans
+//     step over stay few (nothing vacuums them where autovacuum is off);
 //   - its sequences are set back to their start.
 //
 // Any other schema is dropped, as every schema was before.
 
-// reuseRows is the most rows a finished test may leave for its schema to
-// be emptied and reused.
+// reuseRows is the most rows a schema's tests may leave, all told, for it
+// to be emptied and reused.
 const reuseRows = 5000
 
 // reuse holds the process's finished schemas while Main runs the tests.
@@ -44,6 +44,7 @@ var reuse struct {
 	admin  *pgxpool.Pool
 	free   []string          // emptied and ready
 	prints map[string]string // each kept schema's catalog as migrated
+	rows   map[string]int64  // the rows each kept schema's tests deleted
 	tables []string          // a kept schema's tables, in deleteOrder
 }
 
@@ -53,7 +54,7 @@ var reuse struct {
 // test ends.
 func Main(m *testing.M) {
 	reuse.mu.Lock()
-	reuse.on, reuse.prints = true, map[string]string{}
+	reuse.on, reuse.prints, reuse.rows = true, map[string]string{}, map[string]int64{}
 	reuse.mu.Unlock()
 	code := m.Run()
 	if err := dropKept(); err != nil {
@@ -130,8 +131,8 @@ func adminPool(ctx context.Context) (*pgxpool.Pool, error) {
 }
 
 // release empties a kept schema whose test has ended and gives it to the
-// next test, or drops it when more than rows changed in it. It reports
-// false for a schema that was not kept.
+// next test, or drops it when more than its rows changed, or its tests
+// have left too many. It reports false for a schema that was not kept.
 func release(schema string) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -141,27 +142,28 @@ func release(schema string) (bool, error) {
 	if !kept {
 		return false, nil
 	}
-	emptied, err := empty(ctx, admin, schema, want, tables)
-	if err != nil || !emptied {
-		reuse.mu.Lock()
-		delete(reuse.prints, schema)
-		reuse.mu.Unlock()
-		if dropErr := dropSchema(ctx, admin, schema); dropErr != nil {
-			return true, dropErr
-		}
-		return true, err
-	}
+	rows, err := empty(ctx, admin, schema, want, tables)
 	reuse.mu.Lock()
-	reuse.free = append(reuse.free, schema)
+	reuse.rows[schema] += rows
+	if err == nil && rows >= 0 && reuse.rows[schema] <= reuseRows {
+		reuse.free = append(reuse.free, schema)
+		reuse.mu.Unlock()
+		return true, nil
+	}
+	delete(reuse.prints, schema)
+	delete(reuse.rows, schema)
 	reuse.mu.Unlock()
-	return true, nil
+	if dropErr := dropSchema(ctx, admin, schema); dropErr != nil {
+		return true, dropErr
+	}
+	return true, err
 }
 
 // empty deletes every row of the schema's tables (in deleteOrder) and sets
-// its sequences back, in one transaction, when the schema may be reused;
-// it reports whether it did.
-func empty(ctx context.Context, admin *pgxpool.Pool, schema, want string, tables []string) (bool, error) {
-	emptied := false
+// its sequences back, in one transaction, when its catalog is still want;
+// it returns how many rows it deleted, or -1 when the catalog changed.
+func empty(ctx context.Context, admin *pgxpool.Pool, schema, want string, tables []string) (int64, error) {
+	rows := int64(-1)
 	err := pgx.BeginFunc(ctx, admin, func(tx pgx.Tx) error {
 		print, err := catalogPrint(ctx, tx, schema)
 		if err != nil || print != want {
@@ -179,14 +181,14 @@ func empty(ctx context.Context, admin *pgxpool.Pool, schema, want string, tables
 		batch.Queue(`SELECT setval(format('%I.%I', schemaname, sequencename)::regclass, start_value, false)
 			FROM pg_sequences WHERE schemaname = $1`, schema)
 		results := tx.SendBatch(ctx, batch)
-		rows := int64(0)
+		deleted := int64(0)
 		for _, table := range tables {
 			tag, err := results.Exec()
 			if err != nil {
 				_ = results.Close()
 				return fmt.Errorf("empty %s.%s: %w", schema, table, err)
 			}
-			rows += tag.RowsAffected()
+			deleted += tag.RowsAffected()
 		}
 		if _, err := results.Exec(); err != nil {
 			_ = results.Close()
@@ -195,10 +197,10 @@ func empty(ctx context.Context, admin *pgxpool.Pool, schema, want string, tables
 		if err := results.Close(); err != nil {
 			return err
 		}
-		emptied = rows <= reuseRows
+		rows = deleted
 		return nil
 	})
-	return emptied, err
+	return rows, err
 }
 
 // catalogPrint sums up the schema's catalog: the row of every object in

@@ -80,6 +80,24 @@ func TestASchemaIsReusedOnlyWhenOnlyItsRowsChanged(t *testing.T) {
 		})
 	}
 
+	t.Run("DroppedOnceItsTestsLeftManyRowsBetweenThem", func(t *testing.T) {
+		var schemas []string
+		for i := range 3 {
+			t.Run(fmt.Sprintf("Fill%d", i+1), func(t *testing.T) {
+				pool := storetest.NewPool(t)
+				schemas = append(schemas, schemaOf(t, pool))
+				mustExec(t, pool, fmt.Sprintf(`INSERT INTO customers (id, email, name)
+					SELECT format('C-%%s', %d + i), format('c%%s@example.com', %d + i), 'Many' FROM generate_series(1, 2000) i`, 10000*(i+1), 10000*(i+1)))
+			})
+		}
+		if schemas[1] != schemas[0] || schemas[2] != schemas[0] {
+			t.Fatalf("the three tests had schemas %v, want one reused", schemas)
+		}
+		if exists(t, schemas[0]) {
+			t.Errorf("schema %s is kept after its tests left 6,000 rows between them", schemas[0])
+		}
+	})
+
 	t.Run("DroppedAfterManyRows", func(t *testing.T) {
 		var schema string
 		t.Run("Fill", func(t *testing.T) {
