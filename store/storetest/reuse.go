@@ -80,15 +80,15 @@ func takeSchema() string {
 }
 
 // keepSchema records a freshly migrated schema's catalog, so that it may be
-// reused when its test ends; it reports whether reuse is on.
-func keepSchema(ctx context.Context, schema string) (bool, error) {
+// reused when its test ends; without Main it does nothing.
+func keepSchema(ctx context.Context, schema string) error {
 	admin, err := adminPool(ctx)
 	if admin == nil || err != nil {
-		return false, err
+		return err
 	}
-	print, err := catalogPrint(ctx, admin, schema)
+	catalog, err := catalogPrint(ctx, admin, schema)
 	if err != nil {
-		return false, err
+		return err
 	}
 	reuse.mu.Lock()
 	known := reuse.tables != nil
@@ -96,16 +96,16 @@ func keepSchema(ctx context.Context, schema string) (bool, error) {
 	var tables []string
 	if !known { // every schema is migrated alike: its tables are the first's
 		if tables, err = deleteOrder(ctx, admin, schema); err != nil {
-			return false, err
+			return err
 		}
 	}
 	reuse.mu.Lock()
 	defer reuse.mu.Unlock()
-	reuse.prints[schema] = print
+	reuse.prints[schema] = catalog
 	if !known {
 		reuse.tables = tables
 	}
-	return true, nil
+	return nil
 }
 
 // adminPool is the process's pool for emptying and dropping schemas, or nil
@@ -165,8 +165,8 @@ func release(schema string) (bool, error) {
 func empty(ctx context.Context, admin *pgxpool.Pool, schema, want string, tables []string) (int64, error) {
 	rows := int64(-1)
 	err := pgx.BeginFunc(ctx, admin, func(tx pgx.Tx) error {
-		print, err := catalogPrint(ctx, tx, schema)
-		if err != nil || print != want {
+		catalog, err := catalogPrint(ctx, tx, schema)
+		if err != nil || catalog != want {
 			return err
 		}
 		// The schema's triggers name its tables as its own connections do.
@@ -215,7 +215,7 @@ func empty(ctx context.Context, admin *pgxpool.Pool, schema, want string, tables
 func catalogPrint(ctx context.Context, db interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, schema string) (string, error) {
-	var print string
+	var sum string
 	err := db.QueryRow(ctx, `
 		WITH RECURSIVE objs(classid, objid) AS (
 			SELECT d.classid, d.objid FROM pg_depend d
@@ -242,11 +242,11 @@ func catalogPrint(ctx context.Context, db interface {
 			UNION ALL
 			SELECT concat_ws(':', 'pg_enum', e.oid, e.xmin)
 			FROM objs o JOIN pg_enum e ON o.classid = 'pg_type'::regclass AND e.enumtypid = o.objid
-		) catalog(r)`, schema).Scan(&print)
+		) catalog(r)`, schema).Scan(&sum)
 	if err != nil {
 		return "", fmt.Errorf("read the catalog of %s: %w", schema, err)
 	}
-	return print, nil
+	return sum, nil
 }
 
 // deleteOrder lists the schema's tables, but the migrations' own, each

@@ -63,7 +63,7 @@ func NewPool(tb testing.TB) *pgxpool.Pool {
 		if _, err := store.MigrateUp(ctx, pool); err != nil {
 			tb.Fatalf("migrate test schema: %v", err)
 		}
-		if _, err := keepSchema(ctx, schema); err != nil {
+		if err := keepSchema(ctx, schema); err != nil {
 			tb.Fatalf("keep test schema: %v", err)
 		}
 	}
