@@ -3,6 +3,9 @@ package storetest_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -141,4 +144,29 @@ func exists(t *testing.T, schema string) bool {
 		t.Fatal(err)
 	}
 	return found
+}
+
+// The schemas a test process kept are dropped when its tests end: the
+// test runs itself as a child process, whose one test takes a schema, and
+// looks for that schema once the child has exited.
+func TestKeptSchemasAreDroppedWhenTheTestsEnd(t *testing.T) {
+	if os.Getenv("STORETEST_CHILD") != "" {
+		fmt.Println("schema:", schemaOf(t, storetest.NewPool(t)))
+		return
+	}
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKeptSchemasAreDroppedWhenTheTestsEnd$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "STORETEST_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	_, rest, ok := strings.Cut(string(out), "schema: ")
+	schema, _, _ := strings.Cut(rest, "\n")
+	if !ok || schema == "" {
+		t.Fatalf("the child named no schema:\n%s", out)
+	}
+	if exists(t, schema) {
+		t.Errorf("schema %s is still there after the tests that kept it ended", schema)
+	}
 }
