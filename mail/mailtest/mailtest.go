@@ -8,10 +8,10 @@ package mailtest
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"sync"
 	"testing"
@@ -109,11 +109,10 @@ func RequireNoDefects(tb testing.TB, raw []byte) Parsed {
 var python parser
 
 type parser struct {
-	mu     sync.Mutex
-	in     io.Writer
-	out    *bufio.Reader
-	stderr lockedBuffer
-	err    error // why the process cannot serve
+	mu  sync.Mutex
+	in  io.Writer
+	out *bufio.Reader
+	err error // why the process cannot serve
 }
 
 // parse sends raw to the process and returns its answer, one message at a
@@ -128,12 +127,12 @@ func (p *parser) parse(raw []byte) ([]byte, error) {
 		return nil, p.err
 	}
 	if _, err := fmt.Fprintf(p.in, "%d\n%s", len(raw), raw); err != nil {
-		p.err = fmt.Errorf("write to python3: %w\n%s", err, p.stderr.String())
+		p.err = fmt.Errorf("write to python3 (its words are in the test binary's output): %w", err)
 		return nil, p.err
 	}
 	line, err := p.out.ReadBytes('\n')
 	if err != nil {
-		p.err = fmt.Errorf("read from python3: %w\n%s", err, p.stderr.String())
+		p.err = fmt.Errorf("read from python3 (its words are in the test binary's output): %w", err)
 		return nil, p.err
 	}
 	return line, nil
@@ -141,7 +140,7 @@ func (p *parser) parse(raw []byte) ([]byte, error) {
 
 func (p *parser) start() error {
 	cmd := exec.Command("python3", "-c", script)
-	cmd.Stderr = &p.stderr
+	cmd.Stderr = os.Stderr // a traceback shows beside the failing test
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return err
@@ -155,23 +154,4 @@ func (p *parser) start() error {
 	}
 	p.in, p.out = in, bufio.NewReader(out)
 	return nil
-}
-
-// lockedBuffer is the process's stderr, written by exec's copying
-// goroutine and read by a test that reports it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

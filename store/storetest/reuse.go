@@ -14,8 +14,8 @@ import (
 )
 
 // Migrating a schema costs PostgreSQL about a third of a second of catalog
-// work (River's migrations and our 34), and dropping it a tenth more: a
-// `make test` made 413 of them, a good part of what the server did in the
+// work (River's migrations and ours), and dropping it 0.06 s more: a
+// `make test` made 413 of them (stop 69), a good part of what the server did in the
 // whole run. A test process under Main keeps the schemas its tests
 // finished with, emptied, and gives them to the next tests that ask, so a
 // package migrates as many schemas as it runs tests at once (two or three)
@@ -42,10 +42,15 @@ var reuse struct {
 	mu     sync.Mutex
 	on     bool
 	admin  *pgxpool.Pool
-	free   []string          // emptied and ready
-	prints map[string]string // each kept schema's catalog as migrated
-	rows   map[string]int64  // the rows each kept schema's tests deleted
-	tables []string          // a kept schema's tables, in deleteOrder
+	free   []string               // emptied and ready
+	kept   map[string]*keptSchema // every schema that may be reused
+	tables []string               // a kept schema's tables, in deleteOrder
+}
+
+// keptSchema is what release checks a finished test's schema against.
+type keptSchema struct {
+	catalog string // catalogPrint as migrated
+	rows    int64  // deleted after its tests so far
 }
 
 // Main runs the package's tests (m.Run) reusing their schemas, then drops
@@ -54,7 +59,7 @@ var reuse struct {
 // test ends.
 func Main(m *testing.M) {
 	reuse.mu.Lock()
-	reuse.on, reuse.prints, reuse.rows = true, map[string]string{}, map[string]int64{}
+	reuse.on, reuse.kept = true, map[string]*keptSchema{}
 	reuse.mu.Unlock()
 	code := m.Run()
 	if err := dropKept(); err != nil {
@@ -101,7 +106,7 @@ func keepSchema(ctx context.Context, schema string) error {
 	}
 	reuse.mu.Lock()
 	defer reuse.mu.Unlock()
-	reuse.prints[schema] = catalog
+	reuse.kept[schema] = &keptSchema{catalog: catalog}
 	if !known {
 		reuse.tables = tables
 	}
@@ -130,33 +135,32 @@ func adminPool(ctx context.Context) (*pgxpool.Pool, error) {
 	return reuse.admin, nil
 }
 
-// release empties a kept schema whose test has ended and gives it to the
-// next test, or drops it when more than its rows changed, or its tests
-// have left too many. It reports false for a schema that was not kept.
-func release(schema string) (bool, error) {
+// release ends a schema whose test has ended: it empties a kept one and
+// gives it to the next test, and drops it when more than its rows changed,
+// when its tests have left too many, or when it was not kept.
+func release(schema string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reuse.mu.Lock()
-	admin, want, kept, tables := reuse.admin, reuse.prints[schema], reuse.prints[schema] != "", reuse.tables
+	admin, kept, tables := reuse.admin, reuse.kept[schema], reuse.tables
 	reuse.mu.Unlock()
-	if !kept {
-		return false, nil
+	if kept == nil {
+		return dropSchema(ctx, schema)
 	}
-	rows, err := empty(ctx, admin, schema, want, tables)
+	rows, err := empty(ctx, admin, schema, kept.catalog, tables)
 	reuse.mu.Lock()
-	reuse.rows[schema] += rows
-	if err == nil && rows >= 0 && reuse.rows[schema] <= reuseRows {
+	kept.rows += rows
+	if err == nil && rows >= 0 && kept.rows <= reuseRows {
 		reuse.free = append(reuse.free, schema)
 		reuse.mu.Unlock()
-		return true, nil
+		return nil
 	}
-	delete(reuse.prints, schema)
-	delete(reuse.rows, schema)
+	delete(reuse.kept, schema)
 	reuse.mu.Unlock()
-	if dropErr := dropSchema(ctx, admin, schema); dropErr != nil {
-		return true, dropErr
+	if dropErr := dropSchema(ctx, schema); dropErr != nil {
+		return dropErr
 	}
-	return true, err
+	return err
 }
 
 // empty deletes every row of the schema's tables (in deleteOrder) and sets
@@ -322,15 +326,35 @@ func dropKept() error {
 	}
 	defer admin.Close()
 	for _, schema := range free {
-		if err := dropSchema(ctx, admin, schema); err != nil {
-			return err
+		if _, err := admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			return fmt.Errorf("drop schema %s: %w", schema, err)
 		}
 	}
 	return nil
 }
 
-func dropSchema(ctx context.Context, admin *pgxpool.Pool, schema string) error {
-	if _, err := admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+// dropSchema drops a schema whose test has ended: over the process's pool
+// under Main, else over a connection of its own.
+func dropSchema(ctx context.Context, schema string) error {
+	reuse.mu.Lock()
+	admin := reuse.admin
+	reuse.mu.Unlock()
+	drop := `DROP SCHEMA IF EXISTS ` + pgx.Identifier{schema}.Sanitize() + ` CASCADE`
+	if admin != nil {
+		_, err := admin.Exec(ctx, drop)
+		return wrapDrop(schema, err)
+	}
+	conn, err := pgx.Connect(ctx, URL())
+	if err != nil {
+		return wrapDrop(schema, err)
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, drop)
+	return wrapDrop(schema, err)
+}
+
+func wrapDrop(schema string, err error) error {
+	if err != nil {
 		return fmt.Errorf("drop schema %s: %w", schema, err)
 	}
 	return nil

@@ -50,12 +50,8 @@ func NewPool(tb testing.TB) *pgxpool.Pool {
 	// Registered before the pool's Close, so it runs after it: no
 	// connection of the test's is left on the schema.
 	tb.Cleanup(func() {
-		kept, err := release(schema)
-		if err != nil {
+		if err := release(schema); err != nil {
 			tb.Errorf("end schema %s: %v", schema, err)
-		}
-		if !kept {
-			dropOnItsOwn(tb, schema)
 		}
 	})
 	pool := openPool(ctx, tb, schemaURL(tb, schema))
@@ -104,7 +100,13 @@ func NewURL(tb testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	schema := createSchema(ctx, tb)
-	tb.Cleanup(func() { dropOnItsOwn(tb, schema) })
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := dropSchema(ctx, schema); err != nil {
+			tb.Error(err)
+		}
+	})
 	return schemaURL(tb, schema)
 }
 
@@ -123,21 +125,6 @@ func createSchema(ctx context.Context, tb testing.TB) string {
 		tb.Fatalf("create schema %s: %v", schema, err)
 	}
 	return schema
-}
-
-// dropOnItsOwn drops the schema over a connection of its own.
-func dropOnItsOwn(tb testing.TB, schema string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, URL())
-	if err != nil {
-		tb.Errorf("drop schema %s: %v", schema, err)
-		return
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-		tb.Errorf("drop schema %s: %v", schema, err)
-	}
 }
 
 // schemaURL is the database URL whose connections use the schema.
