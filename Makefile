@@ -11,7 +11,7 @@ DEMO := -tags demo
 VERSION := $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || \
 	TZ=UTC git log -1 --format='v0.0.0-%cd-%h' --date=format-local:%Y%m%d%H%M%S --abbrev=12 2>/dev/null || echo devel)
 
-.PHONY: demo run test lint unit bench bench-growth build build-demo faults burst docs browser screenshots
+.PHONY: demo run test lint unit bench bench-floors bench-growth build build-demo faults burst docs browser screenshots
 
 ## demo: both kinds of duplicate made harmless, on a scratch database
 demo: build-demo
@@ -57,6 +57,22 @@ faults: build
 ## bench: the benchmarks, against the same database as the tests (the growth benchmarks are bench-growth's)
 bench:
 	$(WITHDB) -db helpdesk_test -- go test $(DEMO) -run '^$$' -bench . -skip AtAMillion -benchtime 2s ./...
+
+## bench-floors: each path beside its floor, in turns, six times (about 10 minutes), and benchstat's median of
+## of_floor (what ships ÷ the floor run just before it) with its 95 % interval: on a noisy machine one run of make
+## bench can say 0.44 where the next says 0.77. The runs are kept in bin/bench-floors.txt. Each turn is a go test
+## of its own, as -count would run each benchmark its six times before the next
+FLOORS_COUNT ?= 6
+bench-floors:
+	mkdir -p bin && rm -f bin/bench-floors.txt
+	for i in $$(seq $(FLOORS_COUNT)); do \
+		$(WITHDB) -db helpdesk_test -- go test -run '^$$' -benchtime 1s ./jobs -bench \
+			'(TriageAsShipped|EmailThroughput)/^(FloorThreeCallsThreeCommits|Shipped|ShippedAssigningOneTeam|FloorTwoCommitsAroundASendAsShipped|WholePathAsShipped)$$' \
+			>> bin/bench-floors.txt && \
+		$(WITHDB) -db helpdesk_test -- go test -run '^$$' -benchtime 1s ./api -bench \
+			'CreateTicket/^(FloorHTTPAndFourInsertsInOneRoundTrip|NewKeys)$$' >> bin/bench-floors.txt || exit 1; \
+	done
+	go tool benchstat -filter '.unit:(of_floor OR of_floor_cpu)' bin/bench-floors.txt
 
 ## bench-growth: intake, triage and the console's queue pages with a million tickets and messages stored, against an empty database, in
 ## turns (the template database is filled once, about a minute and a half, 1.4 GB, and copied for each run); the similar-ticket lookup
