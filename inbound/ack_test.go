@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-smtp"
+
 	"github.com/helpdesk-dev/helpdesk/backoff"
 	"github.com/helpdesk-dev/helpdesk/desk"
 	"github.com/helpdesk-dev/helpdesk/inbound"
@@ -112,6 +114,8 @@ func TestAcknowledgements(t *testing.T) {
 			"noreply":               plainMail("shop.noreply@example.org", "a8@example.org", "Your order"),
 			"mailer-daemon":         plainMail("MAILER-DAEMON@example.org", "a9@example.org", "Undeliverable"),
 			"ourselves":             plainMail("support@helpdesk.example.com", "a10@example.org", "Loop"),
+			// As a mailbox's last MTA records the null sender (a fetched mail).
+			"return-path null": plainMail("vacation@example.org", "a12@example.org", "Away", "Return-Path: < >"),
 		}
 		for name, raw := range mails {
 			if out := w.receive(t, raw); out.Kind != "new_ticket" {
@@ -127,6 +131,36 @@ func TestAcknowledgements(t *testing.T) {
 		if got := len(w.outbound.Deliveries()); got != 1 {
 			t.Errorf("%d mails at the relay, want only the acknowledgement to erin", got)
 		}
+	})
+
+	// A mail sent from the null sender (MAIL FROM:<>) is a report or
+	// another responder's answer, however plain it looks: answering it
+	// could start a loop between two responders (RFC 3834 §2, §3.3).
+	t.Run("MailFromTheNullSenderGetsNone", func(t *testing.T) {
+		t.Parallel()
+		w := setupAcks(t, desk.AckConfig{})
+		acksOf := func(id string) int {
+			return w.count(t, `SELECT count(*) FROM messages WHERE direction = 'acknowledgement'
+				AND ticket_id = (SELECT ticket_id FROM messages WHERE email_message_id = $1)`, id)
+		}
+		c, err := smtp.Dial(w.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.SendMail("", []string{"support@helpdesk.example.com"}, bytes.NewReader(plainMail("frank@example.org", "n1@example.org", "Question"))); err != nil {
+			t.Fatal(err)
+		}
+		// The same person's next mail in the same session, from a reverse
+		// path of its own, is acknowledged: the null sender was the first
+		// transaction's.
+		if err := c.SendMail("frank@example.org", []string{"support@helpdesk.example.com"}, bytes.NewReader(plainMail("frank@example.org", "n2@example.org", "Question"))); err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]int{acksOf("<n1@example.org>"), acksOf("<n2@example.org>")}; got != [2]int{0, 1} {
+			t.Errorf("acknowledgements of the null sender's ticket and of the other: %v, want [0 1]", got)
+		}
+		w.awaitMailTo(t, "frank@example.org", 1)
 	})
 
 	t.Run("AtMostMaxPerDayToOneAddress", func(t *testing.T) {

@@ -85,7 +85,7 @@ func ParseReader(r io.Reader, size int64, sum []byte, maxFile int64) (*desk.Inbo
 	m.Date, _ = h.Date()
 	m.Automatic = isAutomatic(h.Header)
 	m.NoAutoReply = m.Automatic || h.Has("List-Id") || h.Has("List-Post") || h.Has("List-Unsubscribe") ||
-		suppressesAutoReply.MatchString(h.Get("X-Auto-Response-Suppress"))
+		suppressesAutoReply.MatchString(h.Get("X-Auto-Response-Suppress")) || nullReturnPath(h.Get("Return-Path"))
 
 	w := walker{m: m, maxFile: maxFile, budget: size}
 	m.Text = joinTexts(w.entity(e, 0, ""))
@@ -507,6 +507,15 @@ var autoPrecedence = regexp.MustCompile(`(?i)^\s*(bulk|auto_reply|list|junk)\s*$
 
 // isAutomatic tells mail that a machine sent (RFC 3834), which must never
 // get an automatic answer or start work.
+// nullReturnPath reports a Return-Path of <>, which the mailbox's last MTA
+// writes for a message sent from the null sender (RFC 5321 §4.4; RFC 5322
+// §3.6.7 allows space between the brackets): a fetched mail's envelope,
+// where no SMTP session of ours saw it. A stranger who writes one into
+// their mail only keeps their own acknowledgement from coming.
+func nullReturnPath(v string) bool {
+	return strings.Join(strings.Fields(v), "") == "<>"
+}
+
 func isAutomatic(h message.Header) bool {
 	if v := strings.ToLower(strings.TrimSpace(h.Get("Auto-Submitted"))); v != "" && v != "no" {
 		return true

@@ -63,9 +63,13 @@ func (rc *Receiver) AcceptsRecipient(rcpt string) bool { return rc.desk.AcceptsR
 // goes and, as far as known, where it comes from.
 type Envelope struct {
 	Rcpts    []string
-	MailFrom string // the reverse path; "" for the null sender of a report
-	Helo     string
-	ClientIP net.IP // nil when not known (a mailbox fetcher)
+	MailFrom string // the reverse path; "" for the null sender, or when not known
+	// NullSender is a transport that said MAIL FROM:<>: a report or an
+	// automatic response (RFC 5321 §4.5.5, RFC 3834 §3.3), which nothing
+	// answers automatically (RFC 3834 §2).
+	NullSender bool
+	Helo       string
+	ClientIP   net.IP // nil when not known (a mailbox fetcher)
 	// Source is the mailbox a fetched mail comes from: its address and
 	// the plus forms of it that the mail's headers name stand for the
 	// recipients it has none of.
@@ -128,6 +132,7 @@ func (rc *Receiver) ReceiveFrom(ctx context.Context, env *Envelope, r io.Reader)
 	if err != nil {
 		return nil, err
 	}
+	msg.NoAutoReply = msg.NoAutoReply || env.NullSender
 	msg.RawGzip = raw
 	rcpts := env.Rcpts
 	if src := env.Source; src != nil {

@@ -174,7 +174,7 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	if s.conn != nil {
 		s.conn.startMessage()
 	}
-	s.env.MailFrom, s.open = from, true
+	s.env.MailFrom, s.env.NullSender, s.open = from, from == "", true
 	return nil
 }
 
@@ -267,7 +267,9 @@ func replyDetail(s string) string {
 // The longest line go-smtp reads: past it, it gives up on the stream.
 const readLine = 1 << 20
 
-func (s *session) Reset()        { s.env.Rcpts, s.env.MailFrom, s.open = nil, "", false }
+func (s *session) Reset() {
+	s.env.Rcpts, s.env.MailFrom, s.env.NullSender, s.open = nil, "", false, false
+}
 func (s *session) Logout() error { return nil }
 
 // sessionListener runs at most cap(slots) sessions at once and gives each
