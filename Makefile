@@ -58,21 +58,33 @@ faults: build
 bench:
 	$(WITHDB) -db helpdesk_test -- go test $(DEMO) -run '^$$' -bench . -skip AtAMillion -benchtime 2s ./...
 
-## bench-floors: each path beside its floor, in turns, six times (about 10 minutes), and benchstat's median of
+## bench-floors: each path beside its floor, in turns, six times (about 15 minutes), and benchstat's median of
 ## of_floor (what ships ÷ the floor run just before it) with its 95 % interval: on a noisy machine one run of make
-## bench can say 0.44 where the next says 0.77. The runs are kept in bin/bench-floors.txt. Each turn is a go test
-## of its own, as -count would run each benchmark its six times before the next
+## bench can say 0.44 where the next says 0.77. Each turn is a run of its own: with -count, Go runs each benchmark
+## its six times before the next. BASE=commit alternates that commit's benchmarks with the working tree's in each
+## turn and compares the two (twice as long). FLOORS_COUNT=n runs n turns; the runs are kept in bin/floors/*.txt
 FLOORS_COUNT ?= 6
+FLOORS_JOBS := (TriageAsShipped|EmailThroughput)/^(FloorThreeCallsThreeCommits|Shipped|ShippedAssigningOneTeam|FloorTwoCommitsAroundASendAsShipped|WholePathAsShipped)$$
+FLOORS_API := CreateTicket/^(FloorHTTPAndFourInsertsInOneRoundTrip|NewKeys)$$
+FLOORS_BASE := $(or $(TMPDIR),/tmp)/helpdesk-bench-floors-base
 bench-floors:
-	mkdir -p bin && rm -f bin/bench-floors.txt
-	for i in $$(seq $(FLOORS_COUNT)); do \
-		$(WITHDB) -db helpdesk_test -- go test -run '^$$' -benchtime 1s ./jobs -bench \
-			'(TriageAsShipped|EmailThroughput)/^(FloorThreeCallsThreeCommits|Shipped|ShippedAssigningOneTeam|FloorTwoCommitsAroundASendAsShipped|WholePathAsShipped)$$' \
-			>> bin/bench-floors.txt && \
-		$(WITHDB) -db helpdesk_test -- go test -run '^$$' -benchtime 1s ./api -bench \
-			'CreateTicket/^(FloorHTTPAndFourInsertsInOneRoundTrip|NewKeys)$$' >> bin/bench-floors.txt || exit 1; \
-	done
-	go tool benchstat -filter '.unit:(of_floor OR of_floor_cpu)' bin/bench-floors.txt
+	rm -rf bin/floors "$(FLOORS_BASE)" && mkdir -p bin/floors/head
+	go test -c -o bin/floors/head/ ./jobs ./api
+	if [ -n "$(BASE)" ]; then \
+		mkdir -p "$(FLOORS_BASE)" bin/floors/base && git archive "$(BASE)" | tar -x -C "$(FLOORS_BASE)" && \
+		(cd "$(FLOORS_BASE)" && go test -c -o "$(CURDIR)/bin/floors/base/" ./jobs ./api) || exit 1; \
+	fi
+	$(WITHDB) -db helpdesk_test -- sh -c 'turn() { \
+			(cd "$$1/jobs" && "$$2/jobs.test" -test.run "^$$" -test.benchtime 1s -test.bench "$(FLOORS_JOBS)") >> "$$2.txt" && \
+			(cd "$$1/api" && "$$2/api.test" -test.run "^$$" -test.benchtime 1s -test.bench "$(FLOORS_API)") >> "$$2.txt"; }; \
+		for i in $$(seq $(FLOORS_COUNT)); do \
+			if [ -n "$(BASE)" ]; then turn "$(FLOORS_BASE)" "$(CURDIR)/bin/floors/base" || exit 1; fi; \
+			turn "$(CURDIR)" "$(CURDIR)/bin/floors/head" || exit 1; \
+		done'
+	rm -rf "$(FLOORS_BASE)"
+	go tool benchstat -filter '.unit:(of_floor OR of_floor_cpu)' bin/floors/head.txt
+	if [ -n "$(BASE)" ]; then go tool benchstat -filter '.unit:(of_floor OR of_floor_cpu)' \
+		base=bin/floors/base.txt head=bin/floors/head.txt; fi
 
 ## bench-growth: intake, triage and the console's queue pages with a million tickets and messages stored, against an empty database, in
 ## turns (the template database is filled once, about a minute and a half, 1.4 GB, and copied for each run); the similar-ticket lookup
