@@ -183,6 +183,13 @@ func TestRelayOutage(t *testing.T) {
 		ticketID, _ := b.OpenTicket(t, q, "Hello", "Hi.")
 		msg, jobID := b.Reply(t, q, ticketID, "Hello back.")
 
+		// The relay refused it, and it waits for the relay without spending
+		// its one attempt. Its age, which the delivery reads from its row,
+		// is then set past GiveUpAfter rather than waited for.
+		waitAllSnoozed(t, q, []int64{jobID})
+		if _, err := b.Pool.Exec(b.Ctx, `UPDATE outbound_emails SET queued_at = queued_at - interval '1 minute' WHERE message_id = $1`, msg.ID); err != nil {
+			t.Fatal(err)
+		}
 		s := jobstest.WaitFor(t, q, jobID, jobs.StateFailed, 20*time.Second)
 		if !strings.HasPrefix(jobstest.Deref(s.LastError), "EmailExpired: not delivered within 5s") {
 			t.Errorf("last error %q, want EmailExpired", jobstest.Deref(s.LastError))
