@@ -505,8 +505,6 @@ var suppressesAutoReply = regexp.MustCompile(`(?i)\b(all|autoreply)\b`)
 
 var autoPrecedence = regexp.MustCompile(`(?i)^\s*(bulk|auto_reply|list|junk)\s*$`)
 
-// isAutomatic tells mail that a machine sent (RFC 3834), which must never
-// get an automatic answer or start work.
 // nullReturnPath reports a Return-Path of <>, which the mailbox's last MTA
 // writes for a message sent from the null sender (RFC 5321 §4.4; RFC 5322
 // §3.6.7 allows space between the brackets): a fetched mail's envelope,
@@ -516,6 +514,8 @@ func nullReturnPath(v string) bool {
 	return strings.Join(strings.Fields(v), "") == "<>"
 }
 
+// isAutomatic tells mail that a machine sent (RFC 3834), which must never
+// get an automatic answer or start work.
 func isAutomatic(h message.Header) bool {
 	if v := strings.ToLower(strings.TrimSpace(h.Get("Auto-Submitted"))); v != "" && v != "no" {
 		return true
