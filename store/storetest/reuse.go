@@ -147,10 +147,10 @@ func release(schema string) error {
 	if kept == nil {
 		return dropSchema(ctx, schema)
 	}
-	rows, err := empty(ctx, admin, schema, kept.catalog, tables)
+	rows, same, err := empty(ctx, admin, schema, kept.catalog, tables)
 	reuse.mu.Lock()
 	kept.rows += rows
-	if err == nil && rows >= 0 && kept.rows <= reuseRows {
+	if err == nil && same && kept.rows <= reuseRows {
 		reuse.free = append(reuse.free, schema)
 		reuse.mu.Unlock()
 		return nil
@@ -164,13 +164,12 @@ func release(schema string) error {
 }
 
 // empty deletes every row of the schema's tables (in deleteOrder) and sets
-// its sequences back, in one transaction, when its catalog is still want;
-// it returns how many rows it deleted, or -1 when the catalog changed.
-func empty(ctx context.Context, admin *pgxpool.Pool, schema, want string, tables []string) (int64, error) {
-	rows := int64(-1)
-	err := pgx.BeginFunc(ctx, admin, func(tx pgx.Tx) error {
+// its sequences back, in one transaction, when its catalog is still want
+// (same); it returns how many rows it deleted.
+func empty(ctx context.Context, admin *pgxpool.Pool, schema, want string, tables []string) (rows int64, same bool, err error) {
+	err = pgx.BeginFunc(ctx, admin, func(tx pgx.Tx) error {
 		catalog, err := catalogPrint(ctx, tx, schema)
-		if err != nil || catalog != want {
+		if same = catalog == want; err != nil || !same {
 			return err
 		}
 		// The schema's triggers name its tables as its own connections do.
@@ -204,7 +203,7 @@ func empty(ctx context.Context, admin *pgxpool.Pool, schema, want string, tables
 		rows = deleted
 		return nil
 	})
-	return rows, err
+	return rows, same, err
 }
 
 // catalogPrint sums up the schema's catalog: the row of every object in
@@ -326,8 +325,8 @@ func dropKept() error {
 	}
 	defer admin.Close()
 	for _, schema := range free {
-		if _, err := admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			return fmt.Errorf("drop schema %s: %w", schema, err)
+		if err := dropSchema(ctx, schema); err != nil {
+			return err
 		}
 	}
 	return nil
